@@ -1,0 +1,46 @@
+// Command cas is the single binary of the CAS engine (Conformalized Agentic
+// Search): conformal prediction, tokenizers, Qwen/E5 models, vector and BM25
+// retrieval, the search agent, and the GRPO+ACI trainer. Subcommands are thin;
+// the logic lives in the packages.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "cas",
+		Short:         "Conformalized Agentic Search in one Go binary",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(
+		newVersionCmd(),
+	)
+	return root
+}
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version of cas",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), "cas", version)
+			return err
+		},
+	}
+}
+
+const version = "0.1.0-dev"
+
+func main() {
+	if err := newRootCmd().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "cas:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,6 @@
+// Package search holds the retrieval side of CAS: the corpus store, Flat
+// and IVF vector indexes, BM25, the FAISS file reader, and the retriever
+// server and client (Search-R1's /retrieve API).
+//
+// Data flow: corpus → index → retriever → conformal.APS → agent.
+package search
