@@ -19,6 +19,10 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(
+		newConformalCmd(),
+		newDemoCmd(),
+		newEmbedCmd(),
+		newWorldCmd(),
 		newVersionCmd(),
 	)
 	return root

@@ -1,0 +1,341 @@
+package calibrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/cas-engine/cas/conformal"
+	"github.com/cas-engine/cas/search"
+	"github.com/schollz/progressbar/v3"
+)
+
+// Config is one calibration run.
+type Config struct {
+	TopK       int                    // candidates retrieved per question (code: 20 at calibration)
+	Alpha      float64                // miscoverage level α; target coverage 1 − α
+	N          int                    // calibration questions, drawn at random
+	Test       int                    // held-out questions (0: all the others)
+	Seed       uint64                 // question draw (and U with Randomized)
+	APS        conformal.APS          // temperature and clamps
+	Rule       conformal.QuantileRule // paper: conformal; code: higher
+	Randomized bool                   // E = c_{r−1} + U·p_r instead of c_r
+	FixedK     int                    // the fixed top-k baseline (Search-R1: 3)
+	Batch      int                    // questions per Retrieve call
+	// GoldOnly keeps only questions whose gold passage is among the TopK
+	// candidates, for calibration and evaluation alike: coverage then is
+	// conditional on retrieval success, as on the paper's judge-labelled
+	// calibration set where every query has a gold document. Without it a
+	// question with no retrieved gold scores E = 1 (the official code).
+	GoldOnly bool
+}
+
+// DefaultConfig returns the paper's setting: top-20 candidates, α = 0.2,
+// T = 0.01, k ∈ [1, 5], the finite-sample conformal quantile, 150
+// calibration questions, fixed top-3 baseline.
+func DefaultConfig() Config {
+	return Config{
+		TopK: 20, Alpha: conformal.PaperAlpha, N: 150, APS: conformal.PaperAPS(),
+		Rule: conformal.RuleConformal, FixedK: 3, Batch: 256,
+	}
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	switch {
+	case c.TopK < 1:
+		return fmt.Errorf("topk %d < 1", c.TopK)
+	case !(c.Alpha > 0 && c.Alpha < 1):
+		return fmt.Errorf("alpha %v outside (0, 1)", c.Alpha)
+	case c.N < 1:
+		return fmt.Errorf("n %d < 1", c.N)
+	case c.Test < 0:
+		return fmt.Errorf("test %d < 0", c.Test)
+	case c.FixedK < 1:
+		return fmt.Errorf("fixed k %d < 1", c.FixedK)
+	}
+	return c.APS.Validate()
+}
+
+// SetStats describe one way of choosing passages on the held-out questions.
+type SetStats struct {
+	// Coverage: for APS, the fraction of held-out questions whose score
+	// E ≤ q̂ (the quantity the conformal guarantee is about; a question
+	// without a retrieved gold passage has E = 1); for the fixed baseline,
+	// the fraction whose gold passage is among the kept ones.
+	Coverage float64 `json:"coverage"`
+	// CoverageKept: among held-out questions whose gold passage was
+	// retrieved, the fraction with the gold inside the kept (clamped) set.
+	CoverageKept float64 `json:"coverage_kept"`
+	// GoldKept: the fraction of all held-out questions with the gold passage
+	// inside the kept set.
+	GoldKept float64 `json:"gold_kept"`
+	// MeanKept is the mean number of passages kept.
+	MeanKept float64 `json:"mean_kept"`
+	// Histogram[k] counts held-out questions that kept k passages.
+	Histogram []int `json:"kept_histogram"`
+}
+
+// Report is the result of Run, written as qhat.json.
+type Report struct {
+	QHat           conformal.JSONFloat `json:"qhat"`
+	N              int                 `json:"n"`
+	Alpha          float64             `json:"alpha"`
+	TargetCoverage float64             `json:"target_coverage"`
+	SetStats                           // APS on the held-out questions
+	Test           int                 `json:"test"`
+	TestGold       int                 `json:"test_gold_retrieved"`
+	CalCoverage    float64             `json:"calibration_coverage"`
+	CalGold        int                 `json:"calibration_gold_retrieved"`
+	Fixed          FixedStats          `json:"fixed"`
+	TopK           int                 `json:"topk"`
+	Quantile       string              `json:"quantile"`
+	Temperature    float64             `json:"temperature"`
+	MinDocs        int                 `json:"min_docs"`
+	MaxDocs        int                 `json:"max_docs"`
+	Randomized     bool                `json:"randomized"`
+	Seed           uint64              `json:"seed"`
+	Judge          string              `json:"judge"`
+	GoldOnly       bool                `json:"gold_only"`
+	SkippedNoGold  int                 `json:"skipped_no_gold,omitempty"` // questions dropped by GoldOnly
+	QA             string              `json:"qa,omitempty"`
+	Index          string              `json:"index,omitempty"`
+	Seconds        float64             `json:"seconds"`
+}
+
+// FixedStats are SetStats of the fixed top-k baseline.
+type FixedStats struct {
+	K int `json:"k"`
+	SetStats
+}
+
+// labelled is one question with its candidates' scores and gold index.
+type labelled struct {
+	scores []float64 // retrieval order (descending)
+	gold   int       // index into scores, or conformal.NoGold
+}
+
+// Run draws cfg.N calibration questions and cfg.Test held-out ones (all the
+// others when 0) with cfg.Seed, retrieves cfg.TopK candidates for each,
+// labels gold passages with judge, calibrates q̂ as the (1 − α) quantile of
+// the calibration scores under cfg.Rule, and evaluates APS and the fixed
+// top-k baseline on the held-out questions. progress, when non-nil, shows a
+// progress bar.
+func Run(ctx context.Context, r search.Retriever, qa []QA, judge Judge, cfg Config, progress io.Writer) (Report, error) {
+	start := time.Now()
+	if err := cfg.Validate(); err != nil {
+		return Report{}, err
+	}
+	if cfg.N >= len(qa) {
+		return Report{}, fmt.Errorf("n = %d calibration questions leaves none of the %d to evaluate on", cfg.N, len(qa))
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5851f42d4c957f2d))
+	chosen := rng.Perm(len(qa))
+	if !cfg.GoldOnly {
+		test := len(qa) - cfg.N
+		if cfg.Test > 0 {
+			test = min(cfg.Test, test)
+		}
+		chosen = chosen[:cfg.N+test]
+	}
+	lab, err := retrieveAndLabel(ctx, r, qa, chosen, judge, cfg, progress)
+	if err != nil {
+		return Report{}, err
+	}
+	skipped := 0
+	if cfg.GoldOnly {
+		// Keep the questions with a retrieved gold, in draw order.
+		keptLab, keptIdx := lab[:0], chosen[:0:0]
+		for i, l := range lab {
+			if l.gold != conformal.NoGold {
+				keptLab = append(keptLab, l)
+				keptIdx = append(keptIdx, chosen[i])
+			}
+		}
+		skipped = len(lab) - len(keptLab)
+		if len(keptLab) <= cfg.N {
+			return Report{}, fmt.Errorf("only %d of %d questions have a retrieved gold passage: too few for n = %d plus held-out questions", len(keptLab), len(lab), cfg.N)
+		}
+		test := len(keptLab) - cfg.N
+		if cfg.Test > 0 {
+			test = min(cfg.Test, test)
+		}
+		lab, chosen = keptLab[:cfg.N+test], keptIdx[:cfg.N+test]
+	}
+	cal, held := lab[:cfg.N], lab[cfg.N:]
+
+	// Calibration scores E_i and the threshold.
+	var urng *rand.Rand
+	if cfg.Randomized {
+		urng = rand.New(rand.NewPCG(cfg.Seed^0x9e3779b97f4a7c15, cfg.Seed))
+	}
+	calE := make([]float64, len(cal))
+	rep := Report{
+		N: cfg.N, Alpha: cfg.Alpha, TargetCoverage: 1 - cfg.Alpha, Test: len(held),
+		TopK: cfg.TopK, Quantile: cfg.Rule.String(), Temperature: cfg.APS.Temperature,
+		MinDocs: cfg.APS.MinDocs, MaxDocs: cfg.APS.MaxDocs, Randomized: cfg.Randomized,
+		Seed: cfg.Seed, Judge: judgeName(judge), GoldOnly: cfg.GoldOnly, SkippedNoGold: skipped,
+	}
+	for i, q := range cal {
+		if calE[i], err = apsScore(cfg.APS, q, urng); err != nil {
+			return Report{}, fmt.Errorf("calibration question %q: %w", qa[chosen[i]].ID, err)
+		}
+		if q.gold != conformal.NoGold {
+			rep.CalGold++
+		}
+	}
+	qhat := conformal.Quantile(calE, 1-cfg.Alpha, cfg.Rule)
+	rep.QHat = conformal.JSONFloat(qhat)
+	covered := 0
+	for _, e := range calE {
+		if e <= qhat {
+			covered++
+		}
+	}
+	rep.CalCoverage = float64(covered) / float64(len(calE))
+
+	// Held-out evaluation: APS and fixed top-k.
+	aps := SetStats{Histogram: make([]int, cfg.TopK+1)}
+	fixed := SetStats{Histogram: make([]int, cfg.TopK+1)}
+	var apsCovered, apsKeptGold, fixedKeptGold, apsKeptSum, fixedKeptSum int
+	for i, q := range held {
+		e, err := apsScore(cfg.APS, q, urng)
+		if err != nil {
+			return Report{}, fmt.Errorf("held-out question %q: %w", qa[chosen[cfg.N+i]].ID, err)
+		}
+		if e <= qhat {
+			apsCovered++
+		}
+		var kept []int
+		if len(q.scores) > 0 {
+			kept = cfg.APS.KeepIndices(q.scores, qhat)
+		}
+		fk := min(cfg.FixedK, len(q.scores))
+		aps.Histogram[len(kept)]++
+		fixed.Histogram[fk]++
+		apsKeptSum += len(kept)
+		fixedKeptSum += fk
+		if q.gold == conformal.NoGold {
+			continue
+		}
+		rep.TestGold++
+		if slices.Contains(kept, q.gold) {
+			apsKeptGold++
+		}
+		if q.gold < fk {
+			fixedKeptGold++
+		}
+	}
+	n := float64(len(held))
+	aps.Coverage = float64(apsCovered) / n
+	aps.GoldKept = float64(apsKeptGold) / n
+	aps.MeanKept = float64(apsKeptSum) / n
+	fixed.Coverage = float64(fixedKeptGold) / n
+	fixed.GoldKept = fixed.Coverage
+	fixed.MeanKept = float64(fixedKeptSum) / n
+	if rep.TestGold > 0 {
+		aps.CoverageKept = float64(apsKeptGold) / float64(rep.TestGold)
+		fixed.CoverageKept = float64(fixedKeptGold) / float64(rep.TestGold)
+	}
+	aps.Histogram = trimHistogram(aps.Histogram)
+	fixed.Histogram = trimHistogram(fixed.Histogram)
+	rep.SetStats = aps
+	rep.Fixed = FixedStats{K: cfg.FixedK, SetStats: fixed}
+	rep.Seconds = time.Since(start).Seconds()
+	return rep, nil
+}
+
+// apsScore is E = c_r (or c_{r−1} + U·p_r), and 1 for a question without
+// candidates or without a gold passage among them.
+func apsScore(a conformal.APS, q labelled, urng *rand.Rand) (float64, error) {
+	if len(q.scores) == 0 || q.gold == conformal.NoGold {
+		if urng != nil {
+			urng.Float64() // keep the U stream aligned with the questions
+		}
+		return 1, nil
+	}
+	if urng != nil {
+		return a.RandomizedScore(q.scores, q.gold, urng.Float64())
+	}
+	return a.Score(q.scores, q.gold)
+}
+
+// retrieveAndLabel retrieves the chosen questions in batches and labels
+// their gold passages, in the order of chosen.
+func retrieveAndLabel(ctx context.Context, r search.Retriever, qa []QA, chosen []int, judge Judge, cfg Config, progress io.Writer) ([]labelled, error) {
+	var bar *progressbar.ProgressBar
+	if progress != nil {
+		bar = progressbar.NewOptions(len(chosen), progressbar.OptionSetWriter(progress),
+			progressbar.OptionSetDescription("retrieve"), progressbar.OptionShowCount(),
+			progressbar.OptionShowIts(), progressbar.OptionSetItsString("q"),
+			progressbar.OptionThrottle(200*time.Millisecond),
+			progressbar.OptionOnCompletion(func() { io.WriteString(progress, "\n") }))
+		defer bar.Finish()
+	}
+	batch := cfg.Batch
+	if batch <= 0 {
+		batch = 256
+	}
+	out := make([]labelled, len(chosen))
+	for lo := 0; lo < len(chosen); lo += batch {
+		hi := min(lo+batch, len(chosen))
+		queries := make([]string, hi-lo)
+		for i := range queries {
+			queries[i] = qa[chosen[lo+i]].Question
+		}
+		hits, err := r.Retrieve(ctx, queries, cfg.TopK)
+		if err != nil {
+			return nil, fmt.Errorf("retrieve: %w", err)
+		}
+		if len(hits) != len(queries) {
+			return nil, fmt.Errorf("retriever returned %d lists for %d questions", len(hits), len(queries))
+		}
+		for i, hs := range hits {
+			q := qa[chosen[lo+i]]
+			gold, err := judge.Gold(ctx, q, hs)
+			if err != nil {
+				return nil, fmt.Errorf("judge question %q: %w", q.ID, err)
+			}
+			if gold < -1 || gold >= len(hs) {
+				return nil, fmt.Errorf("judge returned gold %d for %d hits (question %q)", gold, len(hs), q.ID)
+			}
+			l := labelled{scores: make([]float64, len(hs)), gold: gold}
+			for j, h := range hs {
+				l.scores[j] = float64(h.Score)
+			}
+			out[lo+i] = l
+		}
+		if bar != nil {
+			bar.Add(hi - lo)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no questions")
+	}
+	return out, nil
+}
+
+func trimHistogram(h []int) []int {
+	n := len(h)
+	for n > 1 && h[n-1] == 0 {
+		n--
+	}
+	return h[:n]
+}
+
+func judgeName(j Judge) string {
+	if _, ok := j.(ContainsJudge); ok {
+		return "contains"
+	}
+	if s, ok := j.(fmt.Stringer); ok {
+		return s.String()
+	}
+	return fmt.Sprintf("%T", j)
+}

@@ -1,0 +1,416 @@
+package conformal
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// ACIRule selects how the ACI controller updates α_t after each step.
+type ACIRule int
+
+const (
+	// RulePlain is Gibbs & Candès (2021) Eq. 2 (CAS paper Eq. 4):
+	//
+	//	α_{t+1} = α_t + γ(ρ − err_t).
+	//
+	// With q_t = +∞ for α_t ≤ 0 and −∞ for α_t ≥ 1 (RuleConformal does this
+	// on its own), it satisfies, for any score sequence,
+	//
+	//	|(1/T) Σ_t err_t − ρ| ≤ (max(α₁, 1−α₁) + γ) / (Tγ).
+	RulePlain ACIRule = iota
+	// RuleSmoothed is the CAS paper's Eq. 7 (Gibbs & Candès Eq. 3 weights):
+	//
+	//	α_{t+1} = α_t + γ(ρ − Σ_{s≤t} v_s err_s),   v_s = λ^{t−s} / Σ_{s'≤t} λ^{t−s'},
+	//
+	// with λ = Decay (0.95). This is the default.
+	RuleSmoothed
+	// RuleEMA is the official CAS code's update:
+	//
+	//	ema_t = λ·ema_{t−1} + (1−λ)·err_t  (ema₀ = 0),
+	//	α_{t+1} = clip(α_t + γ(ρ − ema_t), AlphaMin, AlphaMax)
+	//
+	// with λ = 0.95 and clip range [0.01, 0.99]; the code pairs it with the
+	// linear-interpolation quantile (torch.quantile).
+	RuleEMA
+)
+
+var aciRuleNames = [...]string{"plain", "smoothed", "ema"}
+
+// String returns "plain", "smoothed" or "ema".
+func (r ACIRule) String() string {
+	if r >= 0 && int(r) < len(aciRuleNames) {
+		return aciRuleNames[r]
+	}
+	return fmt.Sprintf("ACIRule(%d)", int(r))
+}
+
+// ParseACIRule maps "plain", "smoothed" or "ema" (case-insensitive) to a rule.
+func ParseACIRule(name string) (ACIRule, error) {
+	for i, n := range aciRuleNames {
+		if strings.EqualFold(strings.TrimSpace(name), n) {
+			return ACIRule(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown ACI rule %q (want plain, smoothed or ema)", name)
+}
+
+// MarshalText encodes the rule by name.
+func (r ACIRule) MarshalText() ([]byte, error) {
+	if r < 0 || int(r) >= len(aciRuleNames) {
+		return nil, fmt.Errorf("invalid ACI rule %d", int(r))
+	}
+	return []byte(r.String()), nil
+}
+
+// UnmarshalText decodes a rule name.
+func (r *ACIRule) UnmarshalText(b []byte) error {
+	v, err := ParseACIRule(string(b))
+	if err != nil {
+		return err
+	}
+	*r = v
+	return nil
+}
+
+// ACI defaults (METHOD.md, "ACI on training").
+const (
+	DefaultRho    = 0.25
+	DefaultGamma  = 0.005
+	DefaultEta    = 0.5
+	DefaultWindow = 2000
+	DefaultDecay  = 0.95
+	// CodeAlphaMin and CodeAlphaMax are the official code's clip on α.
+	CodeAlphaMin, CodeAlphaMax = 0.01, 0.99
+)
+
+// ACIConfig configures an ACI controller.
+type ACIConfig struct {
+	// Rho is the target error rate ρ ∈ (0, 1).
+	Rho float64 `json:"rho"`
+	// Gamma is the step size γ > 0.
+	Gamma float64 `json:"gamma"`
+	// Eta is the weight η ∈ [0, 1] of trajectories scoring above q_t.
+	Eta float64 `json:"eta"`
+	// Window is the number of most recent scores kept (≥ 1).
+	Window int `json:"window"`
+	// Rule is the α update rule.
+	Rule ACIRule `json:"rule"`
+	// Quantile is the rule for q_t = Quantile(window, 1−α_t).
+	Quantile QuantileRule `json:"quantile"`
+	// Decay is λ ∈ [0, 1) of RuleSmoothed and RuleEMA.
+	Decay float64 `json:"decay"`
+	// Alpha1 is the initial α₁ ∈ (0, 1); 0 means ρ.
+	Alpha1 float64 `json:"alpha1"`
+	// AlphaMin and AlphaMax clip α under RuleEMA (0 ≤ min < max ≤ 1).
+	AlphaMin float64 `json:"alpha_min"`
+	AlphaMax float64 `json:"alpha_max"`
+}
+
+// DefaultACIConfig is the paper's setting: ρ = 0.25, γ = 0.005, η = 0.5,
+// window 2000, the smoothed rule (Eq. 7, λ = 0.95), α₁ = ρ, and the
+// finite-sample conformal quantile.
+func DefaultACIConfig() ACIConfig {
+	return ACIConfig{
+		Rho: DefaultRho, Gamma: DefaultGamma, Eta: DefaultEta, Window: DefaultWindow,
+		Rule: RuleSmoothed, Quantile: RuleConformal, Decay: DefaultDecay,
+		Alpha1: DefaultRho, AlphaMin: CodeAlphaMin, AlphaMax: CodeAlphaMax,
+	}
+}
+
+// CodeACIConfig is the official code's setting: DefaultACIConfig with the EMA
+// rule, α clipped to [0.01, 0.99] and the linear-interpolation quantile.
+func CodeACIConfig() ACIConfig {
+	c := DefaultACIConfig()
+	c.Rule = RuleEMA
+	c.Quantile = RuleLinear
+	return c
+}
+
+// Validate reports an unusable configuration.
+func (c ACIConfig) Validate() error {
+	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+	switch {
+	case !(c.Rho > 0 && c.Rho < 1):
+		return fmt.Errorf("aci: rho %v outside (0, 1)", c.Rho)
+	case !(c.Gamma > 0) || !finite(c.Gamma):
+		return fmt.Errorf("aci: gamma %v must be positive and finite", c.Gamma)
+	case !(c.Eta >= 0 && c.Eta <= 1):
+		return fmt.Errorf("aci: eta %v outside [0, 1]", c.Eta)
+	case c.Window < 1:
+		return fmt.Errorf("aci: window %d must be ≥ 1", c.Window)
+	case c.Rule < RulePlain || c.Rule > RuleEMA:
+		return fmt.Errorf("aci: invalid rule %d", int(c.Rule))
+	case c.Quantile < RuleConformal || c.Quantile > RuleLinear:
+		return fmt.Errorf("aci: invalid quantile rule %d", int(c.Quantile))
+	case !(c.Decay >= 0 && c.Decay < 1):
+		return fmt.Errorf("aci: decay %v outside [0, 1)", c.Decay)
+	case c.Alpha1 != 0 && !(c.Alpha1 > 0 && c.Alpha1 < 1):
+		return fmt.Errorf("aci: alpha1 %v outside (0, 1)", c.Alpha1)
+	case c.Rule == RuleEMA && !(c.AlphaMin >= 0 && c.AlphaMin < c.AlphaMax && c.AlphaMax <= 1):
+		return fmt.Errorf("aci: alpha clip [%v, %v] must satisfy 0 ≤ min < max ≤ 1", c.AlphaMin, c.AlphaMax)
+	}
+	return nil
+}
+
+// ACI is the adaptive conformal inference controller of CAS training
+// (Gibbs & Candès 2021; CAS paper Eqs. 4, 6, 7). At step t, given the scores
+// s_1…s_B of all trajectories in the batch (answer-span NLL, AnswerNLL):
+//
+//	q_t   = Quantile(window, 1 − α_t)           (before anything is updated;
+//	                                              +∞ for α_t ≤ 0, −∞ for α_t ≥ 1)
+//	err_t = (1/B) Σ_i 1[s_i > q_t]
+//	ω_i   = 1 if s_i ≤ q_t else η
+//	α_{t+1} from the Rule; then the batch is appended to the window, which
+//	keeps the last Window scores (an empty window gives q_t = +∞).
+//
+// An ACI is not safe for concurrent use. Its state round-trips exactly
+// through MarshalJSON/UnmarshalJSON.
+type ACI struct {
+	cfg     ACIConfig
+	t       int       // steps taken
+	alpha   float64   // α_{t+1}, the α of the next step
+	ema     float64   // RuleEMA state
+	sNum    float64   // RuleSmoothed: Σ_s λ^{t−s} err_s
+	sDen    float64   // RuleSmoothed: Σ_s λ^{t−s}
+	window  []float64 // ring buffer, len ≤ cfg.Window
+	head    int       // index of the oldest score once the ring is full
+	scratch []float64 // scratch for the quantile
+}
+
+// ACIStep is what one ACI step reports.
+type ACIStep struct {
+	// T is the 1-based step index t.
+	T int `json:"t"`
+	// Alpha is α_t, the level used at this step.
+	Alpha float64 `json:"alpha"`
+	// QHat is q_t (±Inf possible).
+	QHat float64 `json:"qhat"`
+	// Err is err_t, the fraction of batch scores above q_t.
+	Err float64 `json:"err"`
+	// Weights are ω_i per trajectory, in batch order.
+	Weights []float64 `json:"weights"`
+	// AlphaNext is α_{t+1}.
+	AlphaNext float64 `json:"alpha_next"`
+}
+
+// MarshalJSON writes the step with qhat as a number, or as the string
+// "+Inf"/"-Inf" when infinite (JSON has no infinities).
+func (s ACIStep) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		T         int       `json:"t"`
+		Alpha     float64   `json:"alpha"`
+		QHat      JSONFloat `json:"qhat"`
+		Err       float64   `json:"err"`
+		Weights   []float64 `json:"weights"`
+		AlphaNext float64   `json:"alpha_next"`
+	}{s.T, s.Alpha, JSONFloat(s.QHat), s.Err, s.Weights, s.AlphaNext})
+}
+
+// JSONFloat is a float64 that encodes ±Inf and NaN as the strings "+Inf",
+// "-Inf" and "NaN" and accepts them (and numbers) back.
+type JSONFloat float64
+
+// MarshalJSON implements json.Marshaler.
+func (f JSONFloat) MarshalJSON() ([]byte, error) {
+	x := float64(f)
+	switch {
+	case math.IsInf(x, 1):
+		return []byte(`"+Inf"`), nil
+	case math.IsInf(x, -1):
+		return []byte(`"-Inf"`), nil
+	case math.IsNaN(x):
+		return []byte(`"NaN"`), nil
+	}
+	return json.Marshal(x)
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (f *JSONFloat) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		x, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return fmt.Errorf("bad float %q", s)
+		}
+		*f = JSONFloat(x)
+		return nil
+	}
+	var x float64
+	if err := json.Unmarshal(b, &x); err != nil {
+		return err
+	}
+	*f = JSONFloat(x)
+	return nil
+}
+
+// NewACI returns a controller with α₁ = cfg.Alpha1 (ρ if 0) and the window
+// preloaded with the last cfg.Window bootstrap scores (the untrained policy's
+// scores on the calibration prompts; may be empty).
+func NewACI(cfg ACIConfig, bootstrap []float64) (*ACI, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkFinite(bootstrap); err != nil {
+		return nil, fmt.Errorf("aci: bootstrap: %w", err)
+	}
+	if cfg.Alpha1 == 0 {
+		cfg.Alpha1 = cfg.Rho
+	}
+	a := &ACI{cfg: cfg, alpha: cfg.Alpha1, window: make([]float64, 0, min(cfg.Window, 1<<16))}
+	a.push(bootstrap)
+	return a, nil
+}
+
+// Config returns the controller's configuration (Alpha1 filled in).
+func (a *ACI) Config() ACIConfig { return a.cfg }
+
+// T returns the number of steps taken.
+func (a *ACI) T() int { return a.t }
+
+// Alpha returns α for the next step.
+func (a *ACI) Alpha() float64 { return a.alpha }
+
+// Window returns a copy of the window, oldest first.
+func (a *ACI) Window() []float64 {
+	out := make([]float64, 0, len(a.window))
+	out = append(out, a.window[a.head:]...)
+	return append(out, a.window[:a.head]...)
+}
+
+// QHat returns q for the next step, Quantile(window, 1 − α), without stepping.
+func (a *ACI) QHat() float64 {
+	switch {
+	case a.alpha <= 0:
+		return math.Inf(1)
+	case a.alpha >= 1:
+		return math.Inf(-1)
+	}
+	a.scratch = append(a.scratch[:0], a.window...)
+	return quantileInPlace(a.scratch, 1-a.alpha, a.cfg.Quantile)
+}
+
+// Step runs one ACI step on the batch's scores (see ACI). It fails, leaving
+// the state unchanged, on an empty batch or a non-finite score.
+func (a *ACI) Step(scores []float64) (ACIStep, error) {
+	if len(scores) == 0 {
+		return ACIStep{}, fmt.Errorf("aci step %d: %w", a.t+1, ErrEmptyScores)
+	}
+	if err := checkFinite(scores); err != nil {
+		return ACIStep{}, fmt.Errorf("aci step %d: %w", a.t+1, err)
+	}
+	q := a.QHat()
+	w := make([]float64, len(scores))
+	above := 0
+	for i, s := range scores {
+		if s > q {
+			above++
+			w[i] = a.cfg.Eta
+		} else {
+			w[i] = 1
+		}
+	}
+	errT := float64(above) / float64(len(scores))
+	a.t++
+	st := ACIStep{T: a.t, Alpha: a.alpha, QHat: q, Err: errT, Weights: w}
+	c := a.cfg
+	switch c.Rule {
+	case RulePlain:
+		a.alpha += c.Gamma * (c.Rho - errT)
+	case RuleSmoothed:
+		a.sNum = c.Decay*a.sNum + errT
+		a.sDen = c.Decay*a.sDen + 1
+		a.alpha += c.Gamma * (c.Rho - a.sNum/a.sDen)
+	case RuleEMA:
+		a.ema = c.Decay*a.ema + (1-c.Decay)*errT
+		a.alpha = math.Min(c.AlphaMax, math.Max(c.AlphaMin, a.alpha+c.Gamma*(c.Rho-a.ema)))
+	}
+	st.AlphaNext = a.alpha
+	a.push(scores)
+	return st, nil
+}
+
+// push appends scores to the ring buffer, dropping the oldest beyond Window.
+func (a *ACI) push(scores []float64) {
+	w := a.cfg.Window
+	if len(scores) > w {
+		scores = scores[len(scores)-w:]
+	}
+	for _, s := range scores {
+		if len(a.window) < w {
+			a.window = append(a.window, s)
+			continue
+		}
+		a.window[a.head] = s
+		a.head++
+		if a.head == w {
+			a.head = 0
+		}
+	}
+}
+
+// checkFinite rejects NaN and ±Inf.
+func checkFinite(xs []float64) error {
+	for i, x := range xs {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return fmt.Errorf("score %d is %v (scores must be finite)", i, x)
+		}
+	}
+	return nil
+}
+
+// aciState is the serialized controller. Floats are written by encoding/json
+// in their shortest round-trip form, so restoring is exact.
+type aciState struct {
+	Config ACIConfig `json:"config"`
+	T      int       `json:"t"`
+	Alpha  float64   `json:"alpha"`
+	EMA    float64   `json:"ema"`
+	SNum   float64   `json:"smooth_num"`
+	SDen   float64   `json:"smooth_den"`
+	Window []float64 `json:"window"`
+}
+
+// MarshalJSON serializes the full controller state (config, t, α, the rule's
+// running sums, and the window oldest first).
+func (a *ACI) MarshalJSON() ([]byte, error) {
+	return json.Marshal(aciState{
+		Config: a.cfg, T: a.t, Alpha: a.alpha, EMA: a.ema,
+		SNum: a.sNum, SDen: a.sDen, Window: a.Window(),
+	})
+}
+
+// UnmarshalJSON restores a state written by MarshalJSON, validating it; a
+// controller restored this way continues bit-for-bit like the original.
+func (a *ACI) UnmarshalJSON(b []byte) error {
+	var s aciState
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("aci state: %w", err)
+	}
+	if err := s.Config.Validate(); err != nil {
+		return fmt.Errorf("aci state: %w", err)
+	}
+	if s.Config.Alpha1 == 0 {
+		s.Config.Alpha1 = s.Config.Rho
+	}
+	finite := []float64{s.Alpha, s.EMA, s.SNum, s.SDen}
+	if err := checkFinite(finite); err != nil {
+		return errors.New("aci state: alpha, ema and smoothing sums must be finite")
+	}
+	if s.T < 0 || s.SNum < 0 || s.SDen < 0 {
+		return errors.New("aci state: t and smoothing sums must be ≥ 0")
+	}
+	if len(s.Window) > s.Config.Window {
+		return fmt.Errorf("aci state: window holds %d scores, more than its size %d", len(s.Window), s.Config.Window)
+	}
+	if err := checkFinite(s.Window); err != nil {
+		return fmt.Errorf("aci state: window: %w", err)
+	}
+	*a = ACI{cfg: s.Config, t: s.T, alpha: s.Alpha, ema: s.EMA, sNum: s.SNum, sDen: s.SDen,
+		window: make([]float64, 0, min(s.Config.Window, 1<<16))}
+	a.push(s.Window)
+	return nil
+}

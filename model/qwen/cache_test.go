@@ -1,0 +1,89 @@
+package qwen
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+)
+
+// TestWriteSlots checks the DynamicUpdateSlice replacement against a loop,
+// on both of its paths (T = 1 broadcast, T > 1 one-hot), on both cache
+// layouts (slot axis 2 and 3), including writes that run past the end.
+func TestWriteSlots(t *testing.T) {
+	b := newBackend(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, tc := range []struct {
+		slotAxis, t, start int
+	}{
+		{2, 1, 0}, {2, 1, 6}, {2, 3, 2}, {2, 3, 5}, {3, 1, 4}, {3, 4, 0}, {3, 4, 5},
+	} {
+		t.Run(fmt.Sprintf("axis%d_T%d_start%d", tc.slotAxis, tc.t, tc.start), func(t *testing.T) {
+			const slots = 7
+			dims := []int{2, 3, 4, 5}
+			dims[tc.slotAxis] = slots
+			udims := append([]int(nil), dims...)
+			udims[tc.slotAxis] = tc.t
+			cache := randomSlice(rng, product(dims))
+			upd := randomSlice(rng, product(udims))
+			exec, err := graph.NewExec(b, func(c, u, s *graph.Node) *graph.Node { return writeSlots(c, u, s, tc.slotAxis) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer exec.Finalize()
+			out, err := exec.Exec1(tensors.FromFlatDataAndDimensions(cache, dims...),
+				tensors.FromFlatDataAndDimensions(upd, udims...), tensors.FromScalar(int32(tc.start)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := tensors.MustCopyFlatData[float32](out)
+			want := append([]float32(nil), cache...)
+			forEachIndex(udims, func(idx []int, flat int) {
+				s := tc.start + idx[tc.slotAxis]
+				if s >= slots {
+					return
+				}
+				ci := append([]int(nil), idx...)
+				ci[tc.slotAxis] = s
+				want[flatIndex(dims, ci)] = upd[flat]
+			})
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("element %d: got %g, want %g", i, got[i], want[i])
+				}
+			}
+		})
+	}
+}
+
+func randomSlice(rng *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	return x
+}
+
+func forEachIndex(dims []int, fn func(idx []int, flat int)) {
+	idx := make([]int, len(dims))
+	for flat := range product(dims) {
+		fn(idx, flat)
+		for a := len(dims) - 1; a >= 0; a-- {
+			idx[a]++
+			if idx[a] < dims[a] {
+				break
+			}
+			idx[a] = 0
+		}
+	}
+}
+
+func flatIndex(dims, idx []int) int {
+	f := 0
+	for a, d := range dims {
+		f = f*d + idx[a]
+	}
+	return f
+}

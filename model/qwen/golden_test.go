@@ -1,0 +1,147 @@
+package qwen
+
+import (
+	"math"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/gomlx/gomlx/backends"
+
+	"github.com/cas-engine/cas/internal/sharedtest"
+	"github.com/cas-engine/cas/model/backend"
+	"github.com/cas-engine/cas/model/safetensors"
+)
+
+// testBackend is shared by the tests of this package (creating a backend
+// per test costs little, but compiled graphs are per model anyway).
+var testBackend = sync.OnceValues(backend.New)
+
+func newBackend(tb testing.TB) backends.Backend {
+	tb.Helper()
+	b, err := testBackend()
+	if err != nil {
+		tb.Fatalf("backend: %v", err)
+	}
+	return b
+}
+
+// golden is one of the shared reference models with its expected outputs.
+type golden struct {
+	model         *Model
+	ids, mask     []int32 // [B, T]
+	batch, seqLen int
+	logits        []float32 // [B, T, V]
+	greedy        []int
+}
+
+var goldenCache sync.Map // name → *golden; the loaded models are read-only
+
+func loadGolden(t testing.TB, name string) *golden {
+	t.Helper()
+	dir := filepath.Dir(sharedtest.Path(t, "golden", name, "config.json"))
+	if g, ok := goldenCache.Load(name); ok {
+		return g.(*golden)
+	}
+	m, err := Load(dir, newBackend(t), LoadOptions{})
+	if err != nil {
+		t.Fatalf("load %s: %v", name, err)
+	}
+	exp, err := safetensors.Open(filepath.Join(dir, "expected.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exp.Close()
+	ids64, shape, err := exp.Int64("input_ids")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mask64, _, err := exp.Int64("attention_mask")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logits, _, err := exp.Float32("logits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	greedy64, _, err := exp.Int64("greedy_ids")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &golden{model: m, batch: shape[0], seqLen: shape[1], logits: logits}
+	for i := range ids64 {
+		g.ids = append(g.ids, int32(ids64[i]))
+		g.mask = append(g.mask, int32(mask64[i]))
+	}
+	for _, id := range greedy64 {
+		g.greedy = append(g.greedy, int(id))
+	}
+	actual, _ := goldenCache.LoadOrStore(name, g)
+	return actual.(*golden)
+}
+
+// row returns the real tokens of row b.
+func (g *golden) row(b int) []int {
+	var out []int
+	for t := range g.seqLen {
+		if g.mask[b*g.seqLen+t] == 1 {
+			out = append(out, int(g.ids[b*g.seqLen+t]))
+		}
+	}
+	return out
+}
+
+var goldenModels = []string{"qwen2-tiny", "qwen3-tiny"}
+
+// TestGoldenLogits compares the full forward pass with PyTorch's logits
+// where the mask is 1: max |Δ| ≤ 1e-4 · max |logit|.
+func TestGoldenLogits(t *testing.T) {
+	for _, name := range goldenModels {
+		t.Run(name, func(t *testing.T) {
+			g := loadGolden(t, name)
+			got, err := g.model.Logits(g.ids, g.mask, g.batch, g.seqLen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(g.logits) {
+				t.Fatalf("got %d logits, want %d", len(got), len(g.logits))
+			}
+			v := g.model.Config.VocabSize
+			maxErr, maxAbs := 0.0, 0.0
+			for i, want := range g.logits {
+				if g.mask[i/v] != 1 {
+					continue
+				}
+				maxAbs = math.Max(maxAbs, math.Abs(float64(want)))
+				maxErr = math.Max(maxErr, math.Abs(float64(got[i]-want)))
+			}
+			t.Logf("%s: max |Δlogit| = %.3g, max |logit| = %.3g, ratio %.3g", name, maxErr, maxAbs, maxErr/maxAbs)
+			if maxErr > 1e-4*maxAbs {
+				t.Errorf("max |Δlogit| = %g > 1e-4 · %g", maxErr, maxAbs)
+			}
+		})
+	}
+}
+
+// TestGoldenGreedy checks that the KV-cache generator reproduces the
+// reference's greedy continuation of row 0 (computed without a cache).
+func TestGoldenGreedy(t *testing.T) {
+	for _, name := range goldenModels {
+		t.Run(name, func(t *testing.T) {
+			g := loadGolden(t, name)
+			res, err := g.model.Generate([][]int{g.row(0)}, GenerateOptions{MaxNewTokens: len(g.greedy), EOS: []int{}}, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := res[0].IDs
+			if len(got) != len(g.greedy) {
+				t.Fatalf("generated %d tokens, want %d", len(got), len(g.greedy))
+			}
+			for i := range got {
+				if got[i] != g.greedy[i] {
+					t.Fatalf("token %d: got %v, want %v", i, got, g.greedy)
+				}
+			}
+		})
+	}
+}

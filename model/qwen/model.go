@@ -1,0 +1,279 @@
+package qwen
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/cas-engine/cas/model/safetensors"
+)
+
+// Model is a Qwen causal LM whose weights are GoMLX context variables, one
+// per Hugging Face tensor, under Scope() (see HFName for the naming). The
+// graph functions of this package (Logits, HiddenStates, TokenLogProbs)
+// read them from any context positioned at that scope, so a trainer can
+// build them into its own training graph.
+type Model struct {
+	Config  *Config
+	backend backends.Backend
+	ctx     *context.Context
+
+	logitsExec *context.Exec
+	stepExec   *context.Exec
+	mu         sync.Mutex // guards scoreExecs
+	scoreExecs map[ScoreOptions]*context.Exec
+}
+
+// LoadOptions tune Load.
+type LoadOptions struct {
+	// Context receives the variables at its current scope; nil means a new
+	// context (root scope).
+	Context *context.Context
+	// Progress, when set, shows a progress bar of the tensors converted.
+	Progress io.Writer
+}
+
+// Load reads a Hugging Face model folder: config.json (plus the EOS ids of
+// generation_config.json) and model.safetensors or its sharded index. BF16,
+// F16 and F32 tensors are converted to float32 one at a time straight into
+// the backend's buffers, so host memory peaks at the float32 model plus one
+// tensor (the file itself is memory-mapped, in the page cache).
+func Load(dir string, b backends.Backend, opts LoadOptions) (*Model, error) {
+	cfg, err := LoadConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	r, err := safetensors.OpenDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", dir, err)
+	}
+	defer r.Close()
+	source := filepath.Join(dir, safetensors.SingleFileName)
+	if r.Sharded() {
+		source = filepath.Join(dir, safetensors.IndexFileName)
+	}
+	return FromReader(cfg, r, source, b, opts)
+}
+
+// FromReader binds the tensors of r (named source in errors) to a model with
+// config cfg. Every missing, unused, mis-shaped or non-float tensor is
+// reported at once by its Hugging Face name.
+func FromReader(cfg *Config, r safetensors.Reader, source string, b backends.Backend, opts LoadOptions) (*Model, error) {
+	info := func(name string) (tensorInfo, bool) {
+		ti, ok := r.Info(name)
+		return tensorInfo{shape: ti.Shape, isFloat: ti.DType.IsFloat(), dtype: string(ti.DType)}, ok
+	}
+	if err := checkWeights(cfg, source, r.Names(), info); err != nil {
+		return nil, err
+	}
+	var bar *progressbar.ProgressBar
+	if opts.Progress != nil {
+		bar = progressbar.NewOptions64(cfg.NumParameters()*4,
+			progressbar.OptionSetWriter(opts.Progress), progressbar.OptionShowBytes(true),
+			progressbar.OptionSetDescription("loading "+source), progressbar.OptionClearOnFinish())
+	}
+	return newModel(cfg, b, opts.Context, func(s weightSpec, dst []float32) error {
+		if err := r.Float32Into(s.name, dst); err != nil {
+			return fmt.Errorf("%s: tensor %s: %w", source, s.name, err)
+		}
+		if bar != nil {
+			_ = bar.Add64(int64(4 * len(dst)))
+		}
+		return nil
+	})
+}
+
+// NewRandom returns a model with config cfg and seeded random weights
+// (normal, std 0.02; norm weights 1), for tests and benchmarks.
+func NewRandom(cfg *Config, b backends.Backend, seed uint64) (*Model, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	return newModel(cfg, b, nil, func(s weightSpec, dst []float32) error {
+		if strings.HasSuffix(s.name, "norm.weight") {
+			for i := range dst {
+				dst[i] = 1
+			}
+			return nil
+		}
+		for i := range dst {
+			dst[i] = float32(rng.NormFloat64() * 0.02)
+		}
+		return nil
+	})
+}
+
+// newModel creates one float32 variable per needed tensor, filled by fill.
+// Each tensor is filled in host memory, moved to the backend (shared with it
+// on CPU backends), and its host copy released before the next one.
+func newModel(cfg *Config, b backends.Backend, ctx *context.Context, fill func(weightSpec, []float32) error) (*Model, error) {
+	if ctx == nil {
+		ctx = context.New()
+	}
+	var errs []error
+	walkWeights(cfg, &weights{}, func(s weightSpec, _ reflect.Value) {
+		if !s.needed || len(errs) > 0 {
+			return
+		}
+		scope, name := variableScope(ctx.Scope(), s.name)
+		if ctx.GetVariableByScopeAndName(scope, name) != nil {
+			errs = append(errs, fmt.Errorf("tensor %s: variable %s/%s already exists in the context", s.name, scope, name))
+			return
+		}
+		t := tensors.FromShape(shapes.Make(dtypes.Float32, s.shape...))
+		var err error
+		tensors.MustMutableFlatData(t, func(flat []float32) { err = fill(s, flat) })
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
+		if err := t.MaterializeOnDevice(b, true, 0); err != nil {
+			errs = append(errs, fmt.Errorf("tensor %s: %w", s.name, err))
+			return
+		}
+		if !t.IsShared() {
+			t.FinalizeLocal()
+		}
+		ctx.InAbsPath(scope).VariableWithValue(name, t)
+	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	m := &Model{Config: cfg, backend: b, ctx: ctx}
+	if err := m.initExecs(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Context returns the context positioned at the model's scope.
+func (m *Model) Context() *context.Context { return m.ctx }
+
+// Backend returns the backend the weights live on.
+func (m *Model) Backend() backends.Backend { return m.backend }
+
+// ForEachWeight calls fn with every weight's Hugging Face name, shape and
+// float32 values (valid only during the call), in checkpoint order.
+func (m *Model) ForEachWeight(fn func(name string, shape []int, values []float32) error) error {
+	var err error
+	walkWeights(m.Config, &weights{}, func(s weightSpec, _ reflect.Value) {
+		if !s.needed || err != nil {
+			return
+		}
+		scope, name := variableScope(m.ctx.Scope(), s.name)
+		v := m.ctx.GetVariableByScopeAndName(scope, name)
+		if v == nil {
+			err = fmt.Errorf("model variable for %s is missing", s.name)
+			return
+		}
+		var t *tensors.Tensor
+		if t, err = v.Value(); err != nil {
+			return
+		}
+		err = tensors.ConstFlatData(t, func(flat []float32) { err = fn(s.name, s.shape, flat) })
+	})
+	return err
+}
+
+// Save writes the weights as a Hugging Face safetensors file (atomically),
+// in dtype F32 or BF16, so that Load can read the folder back.
+func (m *Model) Save(path string, dtype safetensors.DType) error {
+	var ts []safetensors.Tensor
+	err := m.ForEachWeight(func(name string, shape []int, values []float32) error {
+		switch dtype {
+		case safetensors.F32:
+			ts = append(ts, safetensors.F32Tensor(name, shape, values))
+		case safetensors.BF16:
+			ts = append(ts, safetensors.BF16Tensor(name, shape, values))
+		default:
+			return fmt.Errorf("save %s: unsupported dtype %s (want F32 or BF16)", path, dtype)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return safetensors.Write(path, ts, map[string]string{"format": "pt"})
+}
+
+// initExecs compiles nothing yet: GoMLX compiles each graph on first use,
+// once per distinct input shapes.
+func (m *Model) initExecs() error {
+	var err error
+	c := m.Config
+	m.logitsExec, err = context.NewExec(m.backend, m.ctx, func(ctx *context.Context, ids, mask *graph.Node) *graph.Node {
+		return Logits(ctx, c, ids, mask)
+	})
+	if err != nil {
+		return err
+	}
+	m.stepExec, err = context.NewExec(m.backend, m.ctx, func(ctx *context.Context, in []*graph.Node) []*graph.Node {
+		return stepGraph(ctx, c, in)
+	})
+	return err
+}
+
+// Logits runs the full forward pass for ids and mask, both [batch, seqLen]
+// row-major (mask 1 for real tokens, left or right padding), and returns the
+// logits [batch, seqLen, vocab] row-major.
+func (m *Model) Logits(ids, mask []int32, batch, seqLen int) ([]float32, error) {
+	if batch <= 0 || seqLen <= 0 || len(ids) != batch*seqLen || len(mask) != batch*seqLen {
+		return nil, fmt.Errorf("logits: want %d×%d ids and mask, got %d and %d", batch, seqLen, len(ids), len(mask))
+	}
+	if err := m.checkIDs(ids); err != nil {
+		return nil, fmt.Errorf("logits: %w", err)
+	}
+	out, err := m.logitsExec.Exec1(
+		tensors.FromFlatDataAndDimensions(ids, batch, seqLen),
+		tensors.FromFlatDataAndDimensions(mask, batch, seqLen))
+	if err != nil {
+		return nil, fmt.Errorf("logits: %w", err)
+	}
+	defer out.FinalizeAll()
+	return tensors.CopyFlatData[float32](out)
+}
+
+// checkIDs rejects token ids outside the vocabulary (Gather would clamp
+// them silently).
+func (m *Model) checkIDs(ids []int32) error {
+	for i, id := range ids {
+		if id < 0 || int(id) >= m.Config.VocabSize {
+			return fmt.Errorf("token id %d at index %d outside the vocabulary [0, %d)", id, i, m.Config.VocabSize)
+		}
+	}
+	return nil
+}
+
+// logSoftmaxAt returns log softmax(logits)[i], computed in float64.
+func logSoftmaxAt(logits []float32, i int) float32 {
+	return float32(float64(logits[i]) - logSumExp(logits))
+}
+
+func logSumExp(logits []float32) float64 {
+	mx := math.Inf(-1)
+	for _, x := range logits {
+		if v := float64(x); v > mx {
+			mx = v
+		}
+	}
+	s := 0.0
+	for _, x := range logits {
+		s += math.Exp(float64(x) - mx)
+	}
+	return mx + math.Log(s)
+}

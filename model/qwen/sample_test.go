@@ -1,0 +1,67 @@
+package qwen
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestSamplerFilters checks which tokens each filter can return and that
+// sampling frequencies follow the renormalised probabilities.
+func TestSamplerFilters(t *testing.T) {
+	// probabilities ∝ 8, 4, 2, 1, 1 (logits are their logs)
+	logits := []float32{float32(math.Log(8)), float32(math.Log(4)), float32(math.Log(2)), 0, 0}
+	for _, tc := range []struct {
+		name string
+		opts GenerateOptions
+		want []float64 // expected frequency per token
+	}{
+		{"greedy", GenerateOptions{}, []float64{1, 0, 0, 0, 0}},
+		{"full", GenerateOptions{Temperature: 1}, []float64{8.0 / 16, 4.0 / 16, 2.0 / 16, 1.0 / 16, 1.0 / 16}},
+		{"top-k 2", GenerateOptions{Temperature: 1, TopK: 2}, []float64{8.0 / 12, 4.0 / 12, 0, 0, 0}},
+		{"top-k 4 keeps ties", GenerateOptions{Temperature: 1, TopK: 4}, []float64{8.0 / 16, 4.0 / 16, 2.0 / 16, 1.0 / 16, 1.0 / 16}},
+		// mass 0.5, 0.75, 0.875: p = 0.7 keeps the first two
+		{"top-p 0.7", GenerateOptions{Temperature: 1, TopP: 0.7}, []float64{8.0 / 12, 4.0 / 12, 0, 0, 0}},
+		{"top-p 0.5 keeps one", GenerateOptions{Temperature: 1, TopP: 0.5}, []float64{1, 0, 0, 0, 0}},
+		// temperature 0.5 squares the probabilities: 64, 16, 4, 1, 1
+		{"temperature", GenerateOptions{Temperature: 0.5}, []float64{64.0 / 86, 16.0 / 86, 4.0 / 86, 1.0 / 86, 1.0 / 86}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSampler(tc.opts)
+			rng := rand.New(rand.NewPCG(3, 4))
+			const n = 20000
+			counts := make([]float64, len(logits))
+			for range n {
+				id, lp := s.sample(logits, rng)
+				counts[id]++
+				want := math.Log(float64([]float64{8, 4, 2, 1, 1}[id]) / 16)
+				if math.Abs(float64(lp)-want) > 1e-6 {
+					t.Fatalf("token %d log-prob %g, want %g (unfiltered model distribution)", id, lp, want)
+				}
+			}
+			for i, p := range tc.want {
+				got := counts[i] / n
+				// 5 standard errors of a binomial proportion
+				if tol := 5*math.Sqrt(p*(1-p)/n) + 1e-9; math.Abs(got-p) > tol {
+					t.Errorf("token %d frequency %.4f, want %.4f ± %.4f", i, got, p, tol)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkSampleTopP samples from a Qwen-sized vocabulary with Zipf-like
+// logits (−1.5·log rank, shuffled): a flat-tailed next-token distribution
+// that keeps ~40 tokens at top-p 0.95.
+func BenchmarkSampleTopP(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	logits := make([]float32, 151936)
+	for i := range logits {
+		logits[i] = float32(-1.5 * math.Log(float64(i+1)))
+	}
+	rng.Shuffle(len(logits), func(i, j int) { logits[i], logits[j] = logits[j], logits[i] })
+	s := newSampler(GenerateOptions{Temperature: 1, TopP: 0.95, TopK: 0})
+	for b.Loop() {
+		s.sample(logits, rng)
+	}
+}

@@ -1,0 +1,196 @@
+package safetensors
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// Tensor is one named tensor to write: Data holds the little-endian bytes of
+// Shape's elements of DType, row-major.
+type Tensor struct {
+	Name  string
+	DType DType
+	Shape []int
+	Data  []byte
+}
+
+// F32Tensor packs float32 values.
+func F32Tensor(name string, shape []int, v []float32) Tensor {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return Tensor{Name: name, DType: F32, Shape: append([]int(nil), shape...), Data: b}
+}
+
+// BF16Tensor rounds float32 values to bfloat16 (nearest even).
+func BF16Tensor(name string, shape []int, v []float32) Tensor {
+	b := make([]byte, 2*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint16(b[2*i:], Float32ToBF16(x))
+	}
+	return Tensor{Name: name, DType: BF16, Shape: append([]int(nil), shape...), Data: b}
+}
+
+// F16Tensor rounds float32 values to IEEE half precision (nearest even).
+func F16Tensor(name string, shape []int, v []float32) Tensor {
+	b := make([]byte, 2*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint16(b[2*i:], Float32ToF16(x))
+	}
+	return Tensor{Name: name, DType: F16, Shape: append([]int(nil), shape...), Data: b}
+}
+
+// I64Tensor packs int64 values.
+func I64Tensor(name string, shape []int, v []int64) Tensor {
+	b := make([]byte, 8*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint64(b[8*i:], uint64(x))
+	}
+	return Tensor{Name: name, DType: I64, Shape: append([]int(nil), shape...), Data: b}
+}
+
+type headerEntry struct {
+	DType       DType    `json:"dtype"`
+	Shape       []int    `json:"shape"`
+	DataOffsets [2]int64 `json:"data_offsets"`
+}
+
+// encodeHeader sorts tensors by name, validates them and returns them with
+// the 8-byte length prefix plus JSON header. The header is padded with spaces
+// to a multiple of 8 bytes so the data buffer is aligned.
+func encodeHeader(tensors []Tensor, metadata map[string]string) ([]Tensor, []byte, error) {
+	ts := append([]Tensor(nil), tensors...)
+	sort.SliceStable(ts, func(i, j int) bool { return ts[i].Name < ts[j].Name })
+	hdr := make(map[string]any, len(ts)+1)
+	if len(metadata) > 0 {
+		hdr[metadataKey] = metadata
+	}
+	var off int64
+	for i, t := range ts {
+		if t.Name == "" || t.Name == metadataKey {
+			return nil, nil, fmt.Errorf("tensor %d: invalid name %q", i, t.Name)
+		}
+		if i > 0 && ts[i-1].Name == t.Name {
+			return nil, nil, fmt.Errorf("duplicate tensor %q", t.Name)
+		}
+		if err := t.DType.valid(); err != nil {
+			return nil, nil, fmt.Errorf("tensor %q: %w", t.Name, err)
+		}
+		n := 1
+		for _, d := range t.Shape {
+			if d < 0 {
+				return nil, nil, fmt.Errorf("tensor %q: negative dimension in %v", t.Name, t.Shape)
+			}
+			n *= d
+		}
+		if n*t.DType.Size() != len(t.Data) {
+			return nil, nil, fmt.Errorf("tensor %q: shape %v × %s needs %d bytes, have %d", t.Name, t.Shape, t.DType, n*t.DType.Size(), len(t.Data))
+		}
+		shape := t.Shape
+		if shape == nil {
+			shape = []int{}
+		}
+		hdr[t.Name] = headerEntry{DType: t.DType, Shape: shape, DataOffsets: [2]int64{off, off + int64(len(t.Data))}}
+		off += int64(len(t.Data))
+	}
+	js, err := json.Marshal(hdr)
+	if err != nil {
+		return nil, nil, err
+	}
+	if pad := (8 - len(js)%8) % 8; pad > 0 {
+		js = append(js, bytes.Repeat([]byte(" "), pad)...)
+	}
+	out := make([]byte, 8, 8+len(js))
+	binary.LittleEndian.PutUint64(out, uint64(len(js)))
+	return ts, append(out, js...), nil
+}
+
+// Encode serialises tensors (sorted by name) and metadata into the
+// safetensors layout, in memory.
+func Encode(tensors []Tensor, metadata map[string]string) ([]byte, error) {
+	ts, out, err := encodeHeader(tensors, metadata)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range ts {
+		out = append(out, t.Data...)
+	}
+	return out, nil
+}
+
+// Write writes tensors and metadata to path atomically: the bytes stream to a
+// temporary file in the same directory, which is synced and renamed over path,
+// so a reader never sees a half-written file. Tensor data is not copied into
+// one buffer first.
+func Write(path string, tensors []Tensor, metadata map[string]string) error {
+	ts, hdr, err := encodeHeader(tensors, metadata)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return WriteAtomic(path, func(w io.Writer) error {
+		if _, err := w.Write(hdr); err != nil {
+			return err
+		}
+		for _, t := range ts {
+			if _, err := w.Write(t.Data); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// WriteFileAtomic writes b to path through a synced temporary file in the same
+// directory and a rename.
+func WriteFileAtomic(path string, b []byte) error {
+	return WriteAtomic(path, func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	})
+}
+
+// WriteAtomic runs fill on a buffered temporary file next to path, then syncs
+// it and renames it over path. On any error the temporary file is removed.
+func WriteAtomic(path string, fill func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	name := tmp.Name()
+	fail := func(err error) error {
+		tmp.Close()
+		os.Remove(name)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	bw := bufio.NewWriterSize(tmp, 1<<20)
+	if err := fill(bw); err != nil {
+		return fail(err)
+	}
+	if err := bw.Flush(); err != nil {
+		return fail(err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		return fail(err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(name)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(name, path); err != nil {
+		os.Remove(name)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}

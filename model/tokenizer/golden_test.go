@@ -1,0 +1,106 @@
+package tokenizer
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/cas-engine/cas/internal/sharedtest"
+)
+
+// goldenCase is one line of the shared golden files: a text and the ids
+// Hugging Face's tokenizers (Rust core) produced without special tokens.
+type goldenCase struct {
+	Text string `json:"text"`
+	IDs  []int  `json:"ids"`
+}
+
+func readGolden(t testing.TB, rel ...string) []goldenCase {
+	t.Helper()
+	path := sharedtest.Path(t, rel...)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []goldenCase
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for line := 1; sc.Scan(); line++ {
+		var c goldenCase
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+			t.Fatalf("%s:%d: %v", path, line, err)
+		}
+		out = append(out, c)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// The real tokenizers are loaded once per test binary: parsing Qwen3's
+// 11 MB tokenizer.json is the slow part.
+var (
+	loadOnce sync.Map // path → *loaded
+)
+
+type loaded struct {
+	once sync.Once
+	tok  *Tokenizer
+	err  error
+}
+
+func loadShared(t testing.TB, rel ...string) *Tokenizer {
+	t.Helper()
+	path := sharedtest.Path(t, rel...)
+	v, _ := loadOnce.LoadOrStore(path, &loaded{})
+	l := v.(*loaded)
+	l.once.Do(func() { l.tok, l.err = Load(path) })
+	if l.err != nil {
+		t.Fatal(l.err)
+	}
+	return l.tok
+}
+
+func qwen3(t testing.TB) *Tokenizer {
+	return loadShared(t, "tokenizers", "qwen3", "tokenizer.json")
+}
+
+func bert(t testing.TB) *Tokenizer {
+	return loadShared(t, "tokenizers", "bert-base-uncased", "tokenizer.json")
+}
+
+func TestGoldenIDs(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		tok    func(testing.TB) *Tokenizer
+		golden string
+		want   int // lines in the golden file
+	}{
+		{"qwen3", qwen3, "qwen3.jsonl", 1125},
+		{"bert-base-uncased", bert, "bert-base-uncased.jsonl", 300},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tok := tc.tok(t)
+			cases := readGolden(t, "golden", "tokenizer", tc.golden)
+			if len(cases) != tc.want {
+				t.Fatalf("%s has %d lines, want %d", tc.golden, len(cases), tc.want)
+			}
+			bad := 0
+			for i, c := range cases {
+				got := tok.Encode(c.Text)
+				if !slices.Equal(got, c.IDs) {
+					bad++
+					if bad <= 10 {
+						t.Errorf("line %d %q:\n got %v\nwant %v", i+1, c.Text, got, c.IDs)
+					}
+				}
+			}
+			t.Logf("%s: %d/%d lines match id for id", tc.golden, len(cases)-bad, len(cases))
+		})
+	}
+}

@@ -1,0 +1,572 @@
+package search
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"math"
+	"net"
+	"net/http"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ServerConfig bounds what one request may ask and how requests are batched.
+type ServerConfig struct {
+	DefaultTopK  int           // topk when the request omits it (Search-R1's retriever: 3)
+	MaxTopK      int           // topk above this is a 400
+	MaxQueries   int           // queries per request above this is a 400
+	MaxBodyBytes int64         // larger bodies are a 413
+	Timeout      time.Duration // per request, queueing included (paper: 30 s)
+	// Batching: a worker takes the first waiting request, then every request
+	// already queued (up to MaxBatch queries), optionally waiting BatchWindow
+	// for more, and answers them with one Retrieve call. With the default
+	// window 0 batching adds no latency: batches grow only under load.
+	MaxBatch    int
+	BatchWindow time.Duration
+	Workers     int // concurrent batches (0: GOMAXPROCS)
+	QueueSize   int // waiting requests beyond this get a 503
+	// Kind and Docs are reported by /health.
+	Kind string
+	Docs int
+	// Log receives one line per internal error (nil: discard).
+	Log *log.Logger
+}
+
+// DefaultServerConfig returns the limits `cas serve` uses.
+func DefaultServerConfig() ServerConfig {
+	return ServerConfig{
+		DefaultTopK:  3,
+		MaxTopK:      100,
+		MaxQueries:   1024,
+		MaxBodyBytes: 4 << 20,
+		Timeout:      30 * time.Second,
+		MaxBatch:     256,
+		QueueSize:    4096,
+	}
+}
+
+func (c *ServerConfig) validate() error {
+	switch {
+	case c.MaxTopK < 1:
+		return fmt.Errorf("server: max topk %d < 1", c.MaxTopK)
+	case c.DefaultTopK < 1 || c.DefaultTopK > c.MaxTopK:
+		return fmt.Errorf("server: default topk %d outside [1, %d]", c.DefaultTopK, c.MaxTopK)
+	case c.MaxQueries < 1:
+		return fmt.Errorf("server: max queries %d < 1", c.MaxQueries)
+	case c.MaxBodyBytes < 64:
+		return fmt.Errorf("server: body limit %d bytes is too small", c.MaxBodyBytes)
+	case c.Timeout <= 0:
+		return fmt.Errorf("server: timeout %v ≤ 0", c.Timeout)
+	case c.MaxBatch < 1:
+		return fmt.Errorf("server: max batch %d < 1", c.MaxBatch)
+	case c.QueueSize < 1:
+		return fmt.Errorf("server: queue size %d < 1", c.QueueSize)
+	case c.BatchWindow < 0:
+		return fmt.Errorf("server: batch window %v < 0", c.BatchWindow)
+	}
+	if c.Workers <= 0 {
+		c.Workers = runtime.GOMAXPROCS(0)
+	}
+	return nil
+}
+
+// RetrieveRequest is the body of POST /retrieve (Search-R1's QueryRequest).
+type RetrieveRequest struct {
+	Queries      []string
+	TopK         int // already defaulted and range-checked
+	ReturnScores bool
+}
+
+// RequestError is a client error: its Status is 400 or 413.
+type RequestError struct {
+	Status int
+	Msg    string
+}
+
+func (e *RequestError) Error() string { return e.Msg }
+
+func badRequest(format string, args ...any) *RequestError {
+	return &RequestError{Status: http.StatusBadRequest, Msg: fmt.Sprintf(format, args...)}
+}
+
+// DecodeRetrieveRequest parses and validates a /retrieve body:
+//
+//	{"queries": [string, ...], "topk": int (optional), "return_scores": bool (optional)}
+//
+// Missing or null "queries", a non-string query, a non-integer topk, topk < 1
+// or > max, too many queries, malformed JSON or trailing data are errors;
+// unknown fields are ignored (as pydantic does). An absent or null topk
+// takes the default. It never panics.
+func DecodeRetrieveRequest(body []byte, cfg ServerConfig) (RetrieveRequest, error) {
+	var raw struct {
+		Queries      json.RawMessage `json:"queries"`
+		TopK         json.RawMessage `json:"topk"`
+		ReturnScores json.RawMessage `json:"return_scores"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&raw); err != nil {
+		return RetrieveRequest{}, badRequest("malformed JSON body: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return RetrieveRequest{}, badRequest("malformed JSON body: data after the object")
+	}
+	var req RetrieveRequest
+	if isNull(raw.Queries) {
+		return req, badRequest(`missing "queries" (a list of strings)`)
+	}
+	if err := json.Unmarshal(raw.Queries, &req.Queries); err != nil {
+		return req, badRequest(`"queries" must be a list of strings`)
+	}
+	if req.Queries == nil {
+		return req, badRequest(`"queries" must be a list of strings`)
+	}
+	if len(req.Queries) > cfg.MaxQueries {
+		return req, badRequest(`%d queries exceed the limit of %d per request`, len(req.Queries), cfg.MaxQueries)
+	}
+	req.TopK = cfg.DefaultTopK
+	if !isNull(raw.TopK) {
+		var f float64
+		if err := json.Unmarshal(raw.TopK, &f); err != nil || f != math.Trunc(f) {
+			return req, badRequest(`"topk" must be an integer, got %.40s`, raw.TopK)
+		}
+		if f < 1 || f > float64(cfg.MaxTopK) {
+			return req, badRequest(`"topk" = %v outside [1, %d]`, f, cfg.MaxTopK)
+		}
+		req.TopK = int(f)
+	}
+	if !isNull(raw.ReturnScores) {
+		if err := json.Unmarshal(raw.ReturnScores, &req.ReturnScores); err != nil {
+			return req, badRequest(`"return_scores" must be a boolean`)
+		}
+	}
+	return req, nil
+}
+
+func isNull(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) == 0 || string(raw) == "null"
+}
+
+// apiDocument is a passage as Search-R1's server returns it.
+type apiDocument struct {
+	ID       string `json:"id"`
+	Contents string `json:"contents"`
+}
+
+type apiScored struct {
+	Document apiDocument `json:"document"`
+	Score    float32     `json:"score"`
+}
+
+// EncodeRetrieveResponse renders hits as Search-R1's /retrieve response:
+// {"result": [[{"document": {...}, "score": s}, ...], ...]} with scores, or
+// {"result": [[{...}, ...], ...]} without.
+func EncodeRetrieveResponse(hits [][]Hit, withScores bool) ([]byte, error) {
+	var result any
+	if withScores {
+		out := make([][]apiScored, len(hits))
+		for i, hs := range hits {
+			out[i] = make([]apiScored, len(hs))
+			for j, h := range hs {
+				out[i][j] = apiScored{Document: apiDocument{ID: h.Doc.ID, Contents: h.Doc.Contents}, Score: h.Score}
+			}
+		}
+		result = out
+	} else {
+		out := make([][]apiDocument, len(hits))
+		for i, hs := range hits {
+			out[i] = make([]apiDocument, len(hs))
+			for j, h := range hs {
+				out[i][j] = apiDocument{ID: h.Doc.ID, Contents: h.Doc.Contents}
+			}
+		}
+		result = out
+	}
+	return json.Marshal(struct {
+		Result any `json:"result"`
+	}{result})
+}
+
+// Health is the body of GET /health.
+type Health struct {
+	Status   string `json:"status"`
+	Kind     string `json:"kind,omitempty"`
+	Docs     int    `json:"docs,omitempty"`
+	Requests int64  `json:"requests"`
+	Queries  int64  `json:"queries"`
+	Errors   int64  `json:"errors"`
+	Batches  int64  `json:"batches"`
+}
+
+// Server answers Search-R1's /retrieve API from any Retriever, batching
+// concurrent requests into one Retrieve call per worker.
+type Server struct {
+	r    Retriever
+	cfg  ServerConfig
+	jobs chan *retrieveJob
+	stop chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+
+	mu       sync.RWMutex // guards closed against enqueues racing Close
+	closed   bool
+	draining atomic.Bool // set when a graceful shutdown starts (reported by /health)
+
+	requests, queries, errors, batches atomic.Int64
+}
+
+type retrieveJob struct {
+	ctx     context.Context
+	queries []string
+	k       int
+	done    chan jobResult // buffered (1): workers never block on it
+}
+
+type jobResult struct {
+	hits [][]Hit
+	err  error
+}
+
+// NewServer validates cfg and starts the batching workers; Close stops them.
+func NewServer(r Retriever, cfg ServerConfig) (*Server, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{r: r, cfg: cfg, jobs: make(chan *retrieveJob, cfg.QueueSize), stop: make(chan struct{})}
+	for w := 0; w < cfg.Workers; w++ {
+		s.wg.Add(1)
+		go s.worker()
+	}
+	return s, nil
+}
+
+// Close stops the workers; requests still queued are answered with an error.
+func (s *Server) Close() {
+	s.once.Do(func() {
+		s.draining.Store(true)
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		close(s.stop)
+		s.wg.Wait()
+		for {
+			select {
+			case j := <-s.jobs:
+				j.done <- jobResult{err: errServerClosed}
+			default:
+				return
+			}
+		}
+	})
+}
+
+var (
+	errServerClosed = errors.New("server is shutting down")
+	errOverloaded   = errors.New("server overloaded: request queue full")
+)
+
+func (s *Server) worker() {
+	defer s.wg.Done()
+	for {
+		var first *retrieveJob
+		select {
+		case first = <-s.jobs:
+		case <-s.stop:
+			return
+		}
+		batch := []*retrieveJob{first}
+		n := len(first.queries)
+		var (
+			window <-chan time.Time
+			timer  *time.Timer
+		)
+		if s.cfg.BatchWindow > 0 {
+			timer = time.NewTimer(s.cfg.BatchWindow)
+			window = timer.C
+		}
+	collect:
+		for n < s.cfg.MaxBatch {
+			select {
+			case j := <-s.jobs:
+				batch = append(batch, j)
+				n += len(j.queries)
+			default:
+				if window == nil {
+					break collect
+				}
+				select {
+				case j := <-s.jobs:
+					batch = append(batch, j)
+					n += len(j.queries)
+				case <-window:
+					break collect
+				case <-s.stop:
+					break collect
+				}
+			}
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		s.runBatch(batch)
+	}
+}
+
+// runBatch answers a batch with one Retrieve call (k = the largest asked;
+// each request gets its own prefix), skipping requests already timed out.
+func (s *Server) runBatch(batch []*retrieveJob) {
+	live := batch[:0]
+	var queries []string
+	k := 0
+	for _, j := range batch {
+		if err := j.ctx.Err(); err != nil {
+			j.done <- jobResult{err: err}
+			continue
+		}
+		live = append(live, j)
+		queries = append(queries, j.queries...)
+		k = max(k, j.k)
+	}
+	if len(live) == 0 {
+		return
+	}
+	s.batches.Add(1)
+	// The batch is cancelled once every request in it has given up.
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
+	defer cancel()
+	var waiting atomic.Int32
+	waiting.Store(int32(len(live)))
+	for _, j := range live {
+		stop := context.AfterFunc(j.ctx, func() {
+			if waiting.Add(-1) == 0 {
+				cancel()
+			}
+		})
+		defer stop()
+	}
+	hits, err := s.safeRetrieve(ctx, queries, k)
+	if err == nil && len(hits) != len(queries) {
+		err = fmt.Errorf("retriever returned %d result lists for %d queries", len(hits), len(queries))
+	}
+	at := 0
+	for _, j := range live {
+		if err != nil {
+			j.done <- jobResult{err: err}
+			continue
+		}
+		out := hits[at : at+len(j.queries)]
+		at += len(j.queries)
+		for i := range out {
+			if len(out[i]) > j.k {
+				out[i] = out[i][:j.k]
+			}
+		}
+		j.done <- jobResult{hits: out}
+	}
+}
+
+// safeRetrieve turns a retriever panic into an error: the server never dies
+// on a request.
+func (s *Server) safeRetrieve(ctx context.Context, queries []string, k int) (hits [][]Hit, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("retriever panic: %v", p)
+		}
+	}()
+	return s.r.Retrieve(ctx, queries, k)
+}
+
+// Search submits queries through the batching queue and waits for them
+// (what the HTTP handler does after decoding).
+func (s *Server) Search(ctx context.Context, queries []string, k int) ([][]Hit, error) {
+	if len(queries) == 0 {
+		return [][]Hit{}, nil
+	}
+	j := &retrieveJob{ctx: ctx, queries: queries, k: k, done: make(chan jobResult, 1)}
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return nil, errServerClosed
+	}
+	select {
+	case s.jobs <- j:
+		s.mu.RUnlock()
+	default:
+		s.mu.RUnlock()
+		return nil, errOverloaded
+	}
+	select {
+	case r := <-j.done:
+		return r.hits, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Handler returns the HTTP API: POST /retrieve, GET /health.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/retrieve", s.handleRetrieve)
+	mux.HandleFunc("/health", s.handleHealth)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSONError(w, http.StatusNotFound, "not found: "+r.URL.Path+" (endpoints: POST /retrieve, GET /health)")
+	})
+	return s.recoverMiddleware(mux)
+}
+
+func (s *Server) recoverMiddleware(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				s.errors.Add(1)
+				s.logf("panic serving %s: %v", r.URL.Path, p)
+				writeJSONError(w, http.StatusInternalServerError, "internal error")
+			}
+		}()
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.cfg.Log != nil {
+		s.cfg.Log.Printf(format, args...)
+	}
+}
+
+func (s *Server) handleRetrieve(w http.ResponseWriter, r *http.Request) {
+	s.requests.Add(1)
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		s.errors.Add(1)
+		writeJSONError(w, http.StatusMethodNotAllowed, "use POST /retrieve")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		s.errors.Add(1)
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeJSONError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", s.cfg.MaxBodyBytes))
+			return
+		}
+		writeJSONError(w, http.StatusBadRequest, "reading body: "+err.Error())
+		return
+	}
+	req, err := DecodeRetrieveRequest(body, s.cfg)
+	if err != nil {
+		s.errors.Add(1)
+		var re *RequestError
+		if errors.As(err, &re) {
+			writeJSONError(w, re.Status, re.Msg)
+		} else {
+			writeJSONError(w, http.StatusBadRequest, err.Error())
+		}
+		return
+	}
+	s.queries.Add(int64(len(req.Queries)))
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
+	defer cancel()
+	hits, err := s.Search(ctx, req.Queries, req.TopK)
+	if err != nil {
+		s.errors.Add(1)
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			writeJSONError(w, http.StatusServiceUnavailable, fmt.Sprintf("request timed out after %v", s.cfg.Timeout))
+		case errors.Is(err, context.Canceled):
+			// The client went away; nobody reads the answer.
+		case errors.Is(err, errOverloaded), errors.Is(err, errServerClosed):
+			writeJSONError(w, http.StatusServiceUnavailable, err.Error())
+		default:
+			s.logf("retrieve: %v", err)
+			writeJSONError(w, http.StatusInternalServerError, "retrieval failed: "+err.Error())
+		}
+		return
+	}
+	out, err := EncodeRetrieveResponse(hits, req.ReturnScores)
+	if err != nil {
+		s.errors.Add(1)
+		writeJSONError(w, http.StatusInternalServerError, "encoding response: "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(out)
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeJSONError(w, http.StatusMethodNotAllowed, "use GET /health")
+		return
+	}
+	h := s.Health()
+	status := http.StatusOK
+	if h.Status != "ok" {
+		status = http.StatusServiceUnavailable
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(h)
+}
+
+// Health reports the server's state and counters.
+func (s *Server) Health() Health {
+	h := Health{
+		Status: "ok", Kind: s.cfg.Kind, Docs: s.cfg.Docs,
+		Requests: s.requests.Load(), Queries: s.queries.Load(),
+		Errors: s.errors.Load(), Batches: s.batches.Load(),
+	}
+	if s.draining.Load() {
+		h.Status = "shutting down"
+	}
+	return h
+}
+
+func writeJSONError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(struct {
+		Error string `json:"error"`
+	}{msg})
+}
+
+// Serve serves the API on ln until ctx is cancelled, then shuts down
+// gracefully: it stops accepting, lets in-flight requests finish (up to
+// grace), and stops the workers.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
+	hs := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       s.cfg.Timeout + 10*time.Second,
+		WriteTimeout:      s.cfg.Timeout + 10*time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          s.cfg.Log,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		s.Close()
+		return err
+	case <-ctx.Done():
+	}
+	s.draining.Store(true)
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	err := hs.Shutdown(sctx)
+	s.Close()
+	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	return err
+}

@@ -1,0 +1,290 @@
+package world
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cas-engine/cas/world/bpe"
+)
+
+// File names written by WriteDir.
+const (
+	CorpusFile    = "corpus.jsonl"
+	TokenizerFile = "tokenizer.json"
+	ManifestFile  = "world.json"
+)
+
+// SplitFile returns the file name of a split ("aps_calib.jsonl").
+func SplitFile(s Split) string { return s.String() + ".jsonl" }
+
+// Manifest summarises a written world (world.json). It holds no timestamps,
+// so equal seeds and configs give byte-identical files.
+type Manifest struct {
+	Config    Config         `json:"config"`
+	Entities  map[string]int `json:"entities"` // per kind
+	Passages  int            `json:"passages"`
+	Questions map[string]struct {
+		Single int `json:"single"`
+		Bridge int `json:"bridge"`
+	} `json:"questions"` // per split
+	Tokenizer struct {
+		VocabSize int `json:"vocab_size"`
+		Merges    int `json:"merges"`
+		Added     int `json:"added_tokens"`
+	} `json:"tokenizer"`
+	Files []string `json:"files"`
+}
+
+// Manifest returns the world's summary for the given tokenizer.
+func (w *World) Manifest(tok *bpe.Model) Manifest {
+	var m Manifest
+	m.Config = w.Config
+	m.Entities = map[string]int{}
+	for _, e := range w.Entities {
+		m.Entities[e.Kind.String()]++
+	}
+	m.Passages = len(w.Passages)
+	m.Questions = map[string]struct {
+		Single int `json:"single"`
+		Bridge int `json:"bridge"`
+	}{}
+	for s := range NumSplits {
+		c := m.Questions[s.String()]
+		for _, q := range w.Splits[s] {
+			if q.Hops == 1 {
+				c.Single++
+			} else {
+				c.Bridge++
+			}
+		}
+		m.Questions[s.String()] = c
+	}
+	if tok != nil {
+		m.Tokenizer.VocabSize = tok.VocabSize()
+		m.Tokenizer.Merges = len(tok.Merges)
+		m.Tokenizer.Added = len(tok.Added)
+	}
+	m.Files = []string{CorpusFile}
+	for s := range NumSplits {
+		m.Files = append(m.Files, SplitFile(s))
+	}
+	m.Files = append(m.Files, TokenizerFile, ManifestFile)
+	return m
+}
+
+// marshal encodes v as one line of JSON without HTML escaping.
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// WriteCorpus writes the passages as wiki-18 JSONL:
+// {"id": "0", "contents": "\"Title\"\ntext"} per line.
+func WriteCorpus(w io.Writer, ps []Passage) error {
+	bw := bufio.NewWriter(w)
+	for _, p := range ps {
+		id, err := marshal(p.ID)
+		if err != nil {
+			return err
+		}
+		c, err := marshal(p.Contents())
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(bw, "{\"id\": %s, \"contents\": %s}\n", bytes.TrimSpace(id), bytes.TrimSpace(c))
+	}
+	return bw.Flush()
+}
+
+// WriteQuestions writes questions as FlashRAG JSONL, one object per line.
+func WriteQuestions(w io.Writer, qs []Question) error {
+	bw := bufio.NewWriter(w)
+	for _, q := range qs {
+		b, err := marshal(q)
+		if err != nil {
+			return fmt.Errorf("question %s: %w", q.ID, err)
+		}
+		bw.Write(b)
+	}
+	return bw.Flush()
+}
+
+// WriteDir writes the world into dir: corpus.jsonl, train.jsonl,
+// aps_calib.jsonl, aci_calib.jsonl, test.jsonl, tokenizer.json and
+// world.json. Every file is written to a temporary name first and renamed
+// only once all of them are complete, so a failure leaves no half-written
+// file behind.
+func (w *World) WriteDir(dir string, tok *bpe.Model) (err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	type pending struct{ tmp, final string }
+	var done []pending
+	defer func() {
+		if err != nil {
+			for _, p := range done {
+				os.Remove(p.tmp)
+			}
+		}
+	}()
+	write := func(name string, fn func(io.Writer) error) error {
+		final := filepath.Join(dir, name)
+		f, err := os.CreateTemp(dir, "."+name+".tmp*")
+		if err != nil {
+			return fmt.Errorf("write %s: %w", final, err)
+		}
+		done = append(done, pending{f.Name(), final})
+		if err := fn(f); err != nil {
+			f.Close()
+			return fmt.Errorf("write %s: %w", final, err)
+		}
+		if err := f.Chmod(0o644); err != nil {
+			f.Close()
+			return fmt.Errorf("write %s: %w", final, err)
+		}
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("write %s: %w", final, err)
+		}
+		return nil
+	}
+	if err := write(CorpusFile, func(f io.Writer) error { return WriteCorpus(f, w.Passages) }); err != nil {
+		return err
+	}
+	for s := range NumSplits {
+		if err := write(SplitFile(s), func(f io.Writer) error { return WriteQuestions(f, w.Splits[s]) }); err != nil {
+			return err
+		}
+	}
+	if tok != nil {
+		if err := write(TokenizerFile, tok.WriteJSON); err != nil {
+			return err
+		}
+	}
+	if err := write(ManifestFile, func(f io.Writer) error {
+		b, err := json.MarshalIndent(w.Manifest(tok), "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = f.Write(append(b, '\n'))
+		return err
+	}); err != nil {
+		return err
+	}
+	for _, p := range done {
+		if err := os.Rename(p.tmp, p.final); err != nil {
+			return fmt.Errorf("rename %s: %w", p.final, err)
+		}
+	}
+	return nil
+}
+
+// readLines calls fn for every non-blank line of r with its 1-based number.
+func readLines(r io.Reader, fn func(line []byte, n int) error) error {
+	br := bufio.NewReader(r)
+	for n := 1; ; n++ {
+		line, err := br.ReadBytes('\n')
+		if len(bytes.TrimSpace(line)) > 0 {
+			if ferr := fn(line, n); ferr != nil {
+				return ferr
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("line %d: %w", n, err)
+		}
+	}
+}
+
+// ReadCorpus parses wiki-18 JSONL: {"id": …, "contents": "\"Title\"\ntext"}.
+// The title is the first line of contents with surrounding quotes removed;
+// Entity is -1 (unknown).
+func ReadCorpus(r io.Reader) ([]Passage, error) {
+	var out []Passage
+	err := readLines(r, func(line []byte, n int) error {
+		var j struct {
+			ID       *string `json:"id"`
+			Contents *string `json:"contents"`
+		}
+		if err := json.Unmarshal(line, &j); err != nil {
+			return fmt.Errorf("line %d: %w", n, err)
+		}
+		if j.ID == nil || *j.ID == "" || j.Contents == nil {
+			return fmt.Errorf("line %d: want non-empty \"id\" and a \"contents\" field", n)
+		}
+		title, text, _ := strings.Cut(*j.Contents, "\n")
+		title = strings.TrimSuffix(strings.TrimPrefix(title, `"`), `"`)
+		out = append(out, Passage{ID: *j.ID, Title: title, Text: text, Entity: -1})
+		return nil
+	})
+	return out, err
+}
+
+// ReadQuestions parses FlashRAG JSONL questions, checking that every line
+// has an id, a question and a golden answer, and — when hops is given —
+// that hop_info and gold_ids have one entry per hop.
+func ReadQuestions(r io.Reader) ([]Question, error) {
+	var out []Question
+	err := readLines(r, func(line []byte, n int) error {
+		var q Question
+		if err := json.Unmarshal(line, &q); err != nil {
+			return fmt.Errorf("line %d: %w", n, err)
+		}
+		switch {
+		case q.ID == "":
+			return fmt.Errorf("line %d: missing \"id\"", n)
+		case q.Question == "":
+			return fmt.Errorf("line %d (%s): missing \"question\"", n, q.ID)
+		case len(q.GoldenAnswers) == 0:
+			return fmt.Errorf("line %d (%s): no \"golden_answers\"", n, q.ID)
+		case q.Hops < 0 || q.Hops > 8:
+			return fmt.Errorf("line %d (%s): hops = %d", n, q.ID, q.Hops)
+		case q.Hops > 0 && (len(q.HopInfo) != q.Hops || len(q.GoldIDs) != q.Hops):
+			return fmt.Errorf("line %d (%s): hops = %d but %d hop_info and %d gold_ids entries", n, q.ID, q.Hops, len(q.HopInfo), len(q.GoldIDs))
+		}
+		out = append(out, q)
+		return nil
+	})
+	return out, err
+}
+
+// ReadQuestionsFile reads a split file.
+func ReadQuestionsFile(path string) ([]Question, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	qs, err := ReadQuestions(f)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return qs, nil
+}
+
+// ReadCorpusFile reads a corpus file.
+func ReadCorpusFile(path string) ([]Passage, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	ps, err := ReadCorpus(f)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return ps, nil
+}

@@ -1,0 +1,433 @@
+package world
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// factRef names fact f of entity e.
+type factRef struct{ e, f int }
+
+// sentence is one rendered sentence and the facts it states.
+type sentence struct {
+	text     string
+	supports []factRef
+}
+
+// renderer writes the articles of a world.
+type renderer struct {
+	w *World
+	r *rand.Rand
+	// byKind lists entity indices per kind.
+	byKind [numKinds][]int
+	// works[p] lists the works (films, companies, bands, books) person p
+	// created, and actedIn[p] the films p played the lead in.
+	works, actedIn map[int][]int
+}
+
+// fact returns the index of entity e's fact of relation rel, or -1.
+func (w *World) fact(e int, rel Rel) int {
+	for i, f := range w.Entities[e].Facts {
+		if f.Rel == rel {
+			return i
+		}
+	}
+	return -1
+}
+
+// render writes every entity's article as one to three passages and records
+// which passages state which facts.
+func (w *World) render(r *rand.Rand) error {
+	rd := &renderer{w: w, r: r, works: map[int][]int{}, actedIn: map[int][]int{}}
+	for i, e := range w.Entities {
+		rd.byKind[e.Kind] = append(rd.byKind[e.Kind], i)
+		for _, f := range e.Facts {
+			switch f.Rel {
+			case DirectedBy, FoundedBy, LeadSinger, WrittenBy:
+				rd.works[f.Object] = append(rd.works[f.Object], i)
+			case Starring:
+				rd.actedIn[f.Object] = append(rd.actedIn[f.Object], i)
+			}
+		}
+	}
+	for e := range w.Entities {
+		var intro sentence
+		var rest []sentence
+		switch w.Entities[e].Kind {
+		case Country:
+			intro, rest = rd.country(e)
+		case City:
+			intro, rest = rd.city(e)
+		case Person:
+			intro, rest = rd.person(e)
+		case Film:
+			intro, rest = rd.film(e)
+		case Company:
+			intro, rest = rd.company(e)
+		case Band:
+			intro, rest = rd.band(e)
+		case Book:
+			intro, rest = rd.book(e)
+		}
+		r.Shuffle(len(rest), func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })
+		rd.layout(e, append([]sentence{intro}, rest...))
+	}
+	// Own passages first, then other articles restating the fact.
+	for e := range w.Entities {
+		own := w.Entities[e].Passages
+		for fi := range w.Entities[e].Facts {
+			f := &w.Entities[e].Facts[fi]
+			slices.SortFunc(f.Passages, func(a, b int) int {
+				ao, bo := slices.Contains(own, a), slices.Contains(own, b)
+				switch {
+				case ao && !bo:
+					return -1
+				case bo && !ao:
+					return 1
+				}
+				return a - b
+			})
+			f.Passages = slices.Compact(f.Passages)
+			if len(f.Passages) == 0 || !slices.Contains(own, f.Passages[0]) {
+				return fmt.Errorf("world: internal error: fact %s %s %q is stated in none of its own passages", w.Entities[e].ID, f.Rel, f.Value)
+			}
+		}
+	}
+	return nil
+}
+
+// layout cuts an article's sentences into one to three passages of at least
+// two sentences where possible.
+func (rd *renderer) layout(e int, ss []sentence) {
+	w := rd.w
+	k := min(1+rd.r.IntN(3), max(1, len(ss)/2))
+	ent := &w.Entities[e]
+	for p := range k {
+		lo, hi := p*len(ss)/k, (p+1)*len(ss)/k
+		texts := make([]string, 0, hi-lo)
+		idx := len(w.Passages)
+		for _, s := range ss[lo:hi] {
+			texts = append(texts, s.text)
+			for _, ref := range s.supports {
+				f := &w.Entities[ref.e].Facts[ref.f]
+				f.Passages = append(f.Passages, idx)
+			}
+		}
+		w.Passages = append(w.Passages, Passage{ID: strconv.Itoa(idx), Title: ent.Name, Text: strings.Join(texts, " "), Entity: e})
+		ent.Passages = append(ent.Passages, idx)
+	}
+}
+
+// say builds a sentence from a template whose {S} is the entity's name,
+// {Sh} its short name, and further {X} placeholders given as pairs.
+func (rd *renderer) say(e int, tmpl string, supports []factRef, kv ...string) sentence {
+	ent := rd.w.Entities[e]
+	pairs := append([]string{"{S}", ent.Name, "{Sh}", ent.Short}, kv...)
+	return sentence{text: strings.NewReplacer(pairs...).Replace(tmpl), supports: supports}
+}
+
+// ref returns the reference to e's fact of relation rel (which must exist).
+func (rd *renderer) ref(e int, rel Rel) factRef { return factRef{e, rd.w.fact(e, rel)} }
+
+// value returns the object (name or literal) of e's fact rel, or "".
+func (rd *renderer) value(e int, rel Rel) string {
+	if i := rd.w.fact(e, rel); i >= 0 {
+		return rd.w.Entities[e].Facts[i].Value
+	}
+	return ""
+}
+
+func (rd *renderer) object(e int, rel Rel) int {
+	if i := rd.w.fact(e, rel); i >= 0 {
+		return rd.w.Entities[e].Facts[i].Object
+	}
+	return -1
+}
+
+// other picks an entity of kind k other than not (a distractor mention).
+func (rd *renderer) other(k Kind, not int) string {
+	list := rd.byKind[k]
+	for {
+		if c := pick(rd.r, list); c != not || len(list) == 1 {
+			return rd.w.Entities[c].Name
+		}
+	}
+}
+
+func (rd *renderer) yearPlus(e int, rel Rel, lo, hi int) string {
+	y, _ := strconv.Atoi(rd.value(e, rel))
+	return strconv.Itoa(min(lastYear, y+lo+rd.r.IntN(hi-lo+1)))
+}
+
+// choose picks one template of a list.
+func (rd *renderer) choose(ts ...string) string { return pick(rd.r, ts) }
+
+// fillers draws up to n filler sentences (no asked-about facts) from the
+// candidates.
+func (rd *renderer) fillers(n int, cands []sentence) []sentence {
+	rd.r.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
+	return cands[:min(n, len(cands))]
+}
+
+func refs(rs ...factRef) []factRef { return rs }
+
+func (rd *renderer) person(e int) (sentence, []sentence) {
+	w, r := rd.w, rd.r
+	city, year := rd.value(e, BornIn), rd.value(e, BirthYear)
+	cityRef, yearRef := rd.ref(e, BornIn), rd.ref(e, BirthYear)
+	ent := w.Entities[e]
+	country := rd.object(rd.object(e, BornIn), InCountry)
+	dem := w.Entities[country].Demonym
+	kv := []string{"{C}", city, "{Y}", year, "{D}", dem, "{J}", ent.Occupation, "{C2}", rd.other(City, rd.object(e, BornIn))}
+	var intro sentence
+	var rest []sentence
+	switch r.IntN(3) {
+	case 0:
+		intro = rd.say(e, "{S} (born {Y}) is a {D} {J}.", refs(yearRef), kv...)
+		rest = append(rest, rd.say(e, rd.choose("{Sh} was born in {C}.", "Born in {C}, {Sh} grew up in {C2}.", "{S} was born in the city of {C}."), refs(cityRef), kv...))
+	case 1:
+		intro = rd.say(e, "{S} is a {D} {J}.", nil, kv...)
+		rest = append(rest, rd.say(e, rd.choose("{Sh} was born in {C} in {Y}.", "{S} was born in {Y} in the city of {C}."), refs(cityRef, yearRef), kv...))
+	default:
+		intro = rd.say(e, "{S} was born in {C} in {Y} and is a {D} {J}.", refs(cityRef, yearRef), kv...)
+	}
+	if si := w.fact(e, Spouse); si >= 0 {
+		sp := w.Entities[e].Facts[si].Object
+		both := refs(factRef{e, si}, rd.ref(sp, Spouse))
+		kv := append(kv, "{P}", w.Entities[sp].Name, "{M}", strconv.Itoa(min(lastYear, max(rd.birthYear(e), rd.birthYear(sp))+20+r.IntN(15))))
+		rest = append(rest, rd.say(e, rd.choose("{Sh} is married to {P}.", "{S} married {P} in {M}.", "{Sh} and {P} were married in {M}."), both, kv...))
+	}
+	// Restated facts of the person's works (not every article has them).
+	if ws := rd.works[e]; len(ws) > 0 && r.Float64() < 0.6 {
+		rest = append(rest, rd.worksSentence(e, ws))
+	}
+	if fs := rd.actedIn[e]; len(fs) > 0 && r.Float64() < 0.5 {
+		f := pick(r, fs)
+		rest = append(rest, rd.say(e, "{Sh} played the lead role in {F}.", refs(rd.ref(f, Starring)), "{F}", w.Entities[f].Name))
+	}
+	rest = append(rest, rd.fillers(r.IntN(2), []sentence{
+		rd.say(e, "{Sh} later moved to {C2}.", nil, kv...),
+		rd.say(e, "{Sh} studied in {C3}.", nil, "{C3}", rd.other(City, rd.object(e, BornIn))),
+		rd.say(e, "In {Y2}, {Sh} received the {W} Prize.", nil, "{Y2}", rd.yearPlus(e, BirthYear, 30, 60), "{W}", word(r, 2)),
+		rd.say(e, "{Sh} spent several years in {K}.", nil, "{K}", rd.other(Country, country)),
+	})...)
+	return intro, rest
+}
+
+func (rd *renderer) birthYear(p int) int {
+	y, _ := strconv.Atoi(rd.value(p, BirthYear))
+	return y
+}
+
+// worksSentence restates the creator relation of up to three works.
+func (rd *renderer) worksSentence(p int, ws []int) sentence {
+	w := rd.w
+	if len(ws) > 3 {
+		ws = ws[:3]
+	}
+	var names []string
+	var sup []factRef
+	rel := DirectedBy
+	switch w.Entities[ws[0]].Kind {
+	case Company:
+		rel = FoundedBy
+	case Band:
+		rel = LeadSinger
+	case Book:
+		rel = WrittenBy
+	}
+	for _, x := range ws {
+		names = append(names, w.Entities[x].Name)
+		sup = append(sup, rd.ref(x, rel))
+	}
+	list := names[0]
+	if len(names) > 1 {
+		list = strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+	}
+	var tmpl string
+	switch rel {
+	case DirectedBy:
+		tmpl = rd.choose("{Sh} directed {L}.", "Films directed by {Sh} include {L}.")
+	case FoundedBy:
+		tmpl = rd.choose("{Sh} founded {L}.", "{Sh} is best known as the founder of {L}.")
+	case LeadSinger:
+		tmpl = rd.choose("{Sh} is the lead singer of {L}.", "{Sh} sings lead in {L}.")
+	default:
+		tmpl = rd.choose("{Sh} wrote {L}.", "Novels by {Sh} include {L}.")
+	}
+	return rd.say(p, tmpl, sup, "{L}", list)
+}
+
+func (rd *renderer) film(e int) (sentence, []sentence) {
+	w, r := rd.w, rd.r
+	ent := w.Entities[e]
+	d, a := rd.object(e, DirectedBy), rd.object(e, Starring)
+	kv := []string{"{D}", w.Entities[d].Name, "{A}", w.Entities[a].Name, "{Y}", rd.value(e, ReleaseYear), "{G}", ent.Genre}
+	dRef, yRef, aRef := rd.ref(e, DirectedBy), rd.ref(e, ReleaseYear), rd.ref(e, Starring)
+	var intro sentence
+	var rest []sentence
+	switch r.IntN(3) {
+	case 0:
+		intro = rd.say(e, "{S} is a {Y} {G} film directed by {D}.", refs(yRef, dRef), kv...)
+	case 1:
+		intro = rd.say(e, "{S} is a {G} film released in {Y}.", refs(yRef), kv...)
+		rest = append(rest, rd.say(e, rd.choose("{S} was directed by {D}.", "{D} directed {S}."), refs(dRef), kv...))
+	default:
+		intro = rd.say(e, "{S} is a {G} film directed by {D}.", refs(dRef), kv...)
+		rest = append(rest, rd.say(e, rd.choose("{S} was released in {Y}.", "The film was released in {Y}."), refs(yRef), kv...))
+	}
+	rest = append(rest, rd.say(e, rd.choose("{S} stars {A} in the lead role.", "{A} played the lead role in {S}.", "The lead role in {S} was played by {A}."), refs(aRef), kv...))
+	rest = append(rest, rd.fillers(r.IntN(2), []sentence{
+		rd.say(e, "The film was shot in {C}.", nil, "{C}", rd.other(City, -1)),
+		rd.say(e, "The music for {S} was written by {P}.", nil, "{P}", rd.other(Person, d)),
+		rd.say(e, "{S} received {R} reviews.", nil, "{R}", pick(r, reviewWords)),
+		rd.say(e, "It was filmed in {Y2}.", nil, "{Y2}", rd.yearPlus(e, ReleaseYear, -2, -1)),
+		rd.say(e, "A sequel was announced in {Y2}.", nil, "{Y2}", rd.yearPlus(e, ReleaseYear, 2, 9)),
+	})...)
+	return intro, rest
+}
+
+func (rd *renderer) company(e int) (sentence, []sentence) {
+	w, r := rd.w, rd.r
+	ent := w.Entities[e]
+	f, hq := rd.object(e, FoundedBy), rd.object(e, Headquarters)
+	kv := []string{"{F}", w.Entities[f].Name, "{C}", w.Entities[hq].Name, "{Y}", rd.value(e, FoundingYear), "{I}", ent.Industry}
+	fRef, hRef, yRef := rd.ref(e, FoundedBy), rd.ref(e, Headquarters), rd.ref(e, FoundingYear)
+	var intro sentence
+	var rest []sentence
+	switch r.IntN(3) {
+	case 0:
+		intro = rd.say(e, "{S} is a {I} company founded by {F} in {Y}.", refs(fRef, yRef), kv...)
+	case 1:
+		intro = rd.say(e, "{S} is a {I} company.", nil, kv...)
+		rest = append(rest, rd.say(e, "{F} founded {S} in {Y}.", refs(fRef, yRef), kv...))
+	default:
+		intro = rd.say(e, "{S} is a {I} company founded by {F}.", refs(fRef), kv...)
+		rest = append(rest, rd.say(e, rd.choose("{S} was founded in {Y}.", "The company was founded in {Y}."), refs(yRef), kv...))
+	}
+	rest = append(rest, rd.say(e, rd.choose("{S} has its headquarters in {C}.", "The headquarters of {S} are in {C}.", "{S} is headquartered in {C}."), refs(hRef), kv...))
+	rest = append(rest, rd.fillers(r.IntN(2), []sentence{
+		rd.say(e, "{S} also has offices in {C2}.", nil, "{C2}", rd.other(City, hq)),
+		rd.say(e, "{S} was sold to {P} in {Y2}.", nil, "{P}", rd.other(Person, f), "{Y2}", rd.yearPlus(e, FoundingYear, 10, 40)),
+		rd.say(e, "In {Y2}, {S} opened a factory in {C2}.", nil, "{Y2}", rd.yearPlus(e, FoundingYear, 3, 30), "{C2}", rd.other(City, hq)),
+	})...)
+	return intro, rest
+}
+
+func (rd *renderer) band(e int) (sentence, []sentence) {
+	w, r := rd.w, rd.r
+	ent := w.Entities[e]
+	s, c := rd.object(e, LeadSinger), rd.object(e, FormedIn)
+	kv := []string{"{P}", w.Entities[s].Name, "{C}", w.Entities[c].Name, "{Y}", rd.value(e, FormedYear), "{G}", ent.Genre}
+	sRef, cRef, yRef := rd.ref(e, LeadSinger), rd.ref(e, FormedIn), rd.ref(e, FormedYear)
+	var intro sentence
+	var rest []sentence
+	switch r.IntN(3) {
+	case 0:
+		intro = rd.say(e, "{S} is a {G} band formed in {C} in {Y}.", refs(cRef, yRef), kv...)
+	case 1:
+		intro = rd.say(e, "{S} is a {G} band.", nil, kv...)
+		rest = append(rest, rd.say(e, "{S} was formed in {C} in {Y}.", refs(cRef, yRef), kv...))
+	default:
+		intro = rd.say(e, "{S} is a {G} band formed in {Y}.", refs(yRef), kv...)
+		rest = append(rest, rd.say(e, rd.choose("{S} was formed in {C}.", "The band was formed in {C}."), refs(cRef), kv...))
+	}
+	rest = append(rest, rd.say(e, rd.choose("{S} is fronted by lead singer {P}.", "The lead singer of {S} is {P}.", "{P} is the lead singer of {S}."), refs(sRef), kv...))
+	rest = append(rest, rd.fillers(r.IntN(2), []sentence{
+		rd.say(e, "Their first album appeared in {Y2}.", nil, "{Y2}", rd.yearPlus(e, FormedYear, 1, 3)),
+		rd.say(e, "{S} toured {K} in {Y2}.", nil, "{K}", rd.other(Country, -1), "{Y2}", rd.yearPlus(e, FormedYear, 2, 12)),
+		rd.say(e, "The drummer of {S} is {P2}.", nil, "{P2}", rd.other(Person, s)),
+	})...)
+	return intro, rest
+}
+
+func (rd *renderer) book(e int) (sentence, []sentence) {
+	w, r := rd.w, rd.r
+	a := rd.object(e, WrittenBy)
+	kv := []string{"{A}", w.Entities[a].Name, "{Y}", rd.value(e, PublishedYear)}
+	aRef, yRef := rd.ref(e, WrittenBy), rd.ref(e, PublishedYear)
+	var intro sentence
+	var rest []sentence
+	switch r.IntN(3) {
+	case 0:
+		intro = rd.say(e, "{S} is a novel by {A}, published in {Y}.", refs(aRef, yRef), kv...)
+	case 1:
+		intro = rd.say(e, "{S} is a novel by {A}.", refs(aRef), kv...)
+		rest = append(rest, rd.say(e, rd.choose("{S} was first published in {Y}.", "The novel was published in {Y}."), refs(yRef), kv...))
+	default:
+		intro = rd.say(e, "{S} is a novel published in {Y}.", refs(yRef), kv...)
+		rest = append(rest, rd.say(e, rd.choose("{S} was written by {A}.", "{A} wrote the novel {S}."), refs(aRef), kv...))
+	}
+	rest = append(rest, rd.fillers(r.IntN(2), []sentence{
+		rd.say(e, "It was translated into {L}.", nil, "{L}", rd.value(pick(r, rd.byKind[Country]), Language)),
+		rd.say(e, "The novel is set in {C}.", nil, "{C}", rd.other(City, -1)),
+		rd.say(e, "{S} won the {W} Prize in {Y2}.", nil, "{W}", word(r, 2), "{Y2}", rd.yearPlus(e, PublishedYear, 1, 4)),
+		rd.say(e, "The cover was painted by {P}.", nil, "{P}", rd.other(Person, a)),
+	})...)
+	return intro, rest
+}
+
+func (rd *renderer) city(e int) (sentence, []sentence) {
+	w, r := rd.w, rd.r
+	k := rd.object(e, InCountry)
+	kv := []string{"{K}", w.Entities[k].Name, "{Y}", rd.value(e, CityFounded), "{R}", rd.value(e, River)}
+	kRef, yRef := rd.ref(e, InCountry), rd.ref(e, CityFounded)
+	var intro sentence
+	var rest []sentence
+	if rd.object(k, Capital) == e {
+		intro = rd.say(e, "{S} is the capital of {K}.", refs(kRef, rd.ref(k, Capital)), kv...)
+	} else {
+		intro = rd.say(e, rd.choose("{S} is a city in {K}.", "{S} is a small city in {K}.", "{S} is a city in the north of {K}.", "{S} is a city in the south of {K}."), refs(kRef), kv...)
+	}
+	if rd.value(e, River) != "" {
+		rRef := rd.ref(e, River)
+		if r.IntN(2) == 0 {
+			rest = append(rest, rd.say(e, "{S} was founded in {Y} on the banks of the {R}.", refs(yRef, rRef), kv...))
+		} else {
+			rest = append(rest, rd.say(e, "{S} was founded in {Y}.", refs(yRef), kv...),
+				rd.say(e, rd.choose("{S} lies on the {R}.", "The {R} flows through {S}."), refs(rRef), kv...))
+		}
+	} else {
+		rest = append(rest, rd.say(e, rd.choose("{S} was founded in {Y}.", "The city was founded in {Y}."), refs(yRef), kv...))
+	}
+	rest = append(rest, rd.fillers(r.IntN(2), []sentence{
+		rd.say(e, "{S} is a {T} town.", nil, "{T}", rd.choose("market", "harbor", "mining", "university")),
+		rd.say(e, "The old bridge of {S} dates from {Y2}.", nil, "{Y2}", rd.yearPlus(e, CityFounded, 50, 400)),
+		rd.say(e, "{S} is known for its {T}.", nil, "{T}", rd.choose("markets", "bridges", "gardens", "old walls")),
+	})...)
+	return intro, rest
+}
+
+func (rd *renderer) country(e int) (sentence, []sentence) {
+	w, r := rd.w, rd.r
+	capital := rd.object(e, Capital)
+	kv := []string{"{C}", w.Entities[capital].Name, "{L}", rd.value(e, Language), "{Y}", rd.value(e, Independence)}
+	cRef, lRef, yRef := rd.ref(e, Capital), rd.ref(e, Language), rd.ref(e, Independence)
+	capBoth := refs(cRef, rd.ref(capital, InCountry))
+	var intro sentence
+	var rest []sentence
+	if r.IntN(2) == 0 {
+		intro = rd.say(e, "{S} is a country whose capital is {C}.", capBoth, kv...)
+	} else {
+		intro = rd.say(e, "{S} is a country in the {D}.", nil, append(kv, "{D}", rd.choose("north", "south", "east", "west"))...)
+		rest = append(rest, rd.say(e, rd.choose("The capital of {S} is {C}.", "{C} is the capital of {S}."), capBoth, kv...))
+	}
+	rest = append(rest,
+		rd.say(e, rd.choose("The official language of {S} is {L}.", "{L} is the language spoken in {S}.", "People in {S} speak the {L} language."), refs(lRef), kv...),
+		rd.say(e, rd.choose("{S} became independent in {Y}.", "{S} gained independence in {Y}."), refs(yRef), kv...))
+	var cities []int
+	for _, c := range rd.byKind[City] {
+		if rd.object(c, InCountry) == e {
+			cities = append(cities, c)
+		}
+	}
+	rest = append(rest, rd.fillers(r.IntN(2), []sentence{
+		rd.say(e, "{S} borders {K2}.", nil, "{K2}", rd.other(Country, e)),
+		rd.say(e, "The largest city of {S} is {C2}.", nil, "{C2}", w.Entities[pick(r, cities)].Name),
+		rd.say(e, "The currency of {S} is the {M}.", nil, "{M}", strings.ToLower(word(r, 2))),
+	})...)
+	return intro, rest
+}
