@@ -14,6 +14,7 @@ build:
 # The README's test command; .ci/run runs exactly this.
 test:
 	$(GO) vet ./...
+	CGO_ENABLED=1 $(GO) vet -tags xla ./...
 	$(GO) test -count=1 -timeout 20m ./...
 
 bench:
@@ -24,7 +25,21 @@ demo: build
 
 lint:
 	$(GO) vet ./...
+	CGO_ENABLED=1 $(GO) vet -tags xla ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+# GPU check: needs a CUDA GPU and an installed PJRT CUDA plugin (see
+# model/backend; GOMLX_NO_AUTO_INSTALL=1 forbids downloads). Runs the golden
+# Qwen logits, KV-cache and gradient tests on XLA/CUDA, then measures prefill
+# and decode tokens/s of a Qwen2.5-0.5B-shaped random model; batch-1 decode is
+# reported against the HBM bound (weight bytes / bandwidth; the bandwidth comes
+# from nvidia-smi's GPU name or CAS_HBM_GBPS).
+GPU_BACKEND ?= xla:cuda
+gpu-check:
+	CGO_ENABLED=1 GOMLX_BACKEND=$(GPU_BACKEND) $(GO) test -tags xla -count=1 -v \
+		-run 'TestGolden|TestCacheMatchesFullForward|TestGenerateLogProbsMatchScore|TestScoreGradient' ./model/qwen/
+	CGO_ENABLED=1 GOMLX_BACKEND=$(GPU_BACKEND) $(GO) test -tags xla -count=1 -run '^$$' \
+		-bench '(Prefill|Decode)/qwen-0.5B' -benchtime 64x -timeout 30m ./model/qwen/
 
 clean:
 	rm -rf bin

@@ -77,17 +77,17 @@ func randomReader(c Config, seed uint64) memReader {
 
 // BenchmarkEmbedSmall measures an e5-small-v2-shaped encoder (hidden 384,
 // 12 layers, 12 heads, intermediate 1536; vocabulary cut to 1,000 to save
-// memory, which does not change the compute): 8 passages × 128 tokens per
+// memory, which does not change the compute): 4 passages × 128 tokens per
 // op. Also reports tokens/s and the matmul GFLOP/s it implies.
 func BenchmarkEmbedSmall(b *testing.B) {
 	c := DefaultConfig()
 	c.VocabSize, c.HiddenSize, c.NumHiddenLayers, c.NumAttentionHeads, c.IntermediateSize = 1000, 384, 12, 12, 1536
-	enc, err := FromReader(c, randomReader(c, 1), "random e5-small", newBackend(b), Options{BatchSize: 8, MaxLen: 128})
+	enc, err := FromReader(c, randomReader(c, 1), "random e5-small", newBackend(b), Options{BatchSize: 4, MaxLen: 128})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer enc.Close()
-	const B, T = 8, 128
+	const B, T = 4, 128
 	rng := rand.New(rand.NewPCG(3, 4))
 	seqs := make([][]int, B)
 	for i := range seqs {
