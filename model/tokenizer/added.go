@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"encoding/json"
 	"unicode"
 	"unicode/utf8"
 )
@@ -20,6 +21,22 @@ type AddedToken struct {
 	Normalized bool `json:"normalized"`
 	// Special: dropped by Decode when skipping special tokens.
 	Special bool `json:"special"`
+}
+
+// UnmarshalJSON reads an added_tokens entry; a missing "normalized" takes
+// Hugging Face's default, true for ordinary tokens and false for special ones.
+func (a *AddedToken) UnmarshalJSON(data []byte) error {
+	type plain AddedToken
+	var j struct {
+		plain
+		Normalized *bool `json:"normalized"`
+	}
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	*a = AddedToken(j.plain)
+	a.Normalized = boolOr(j.Normalized, !a.Special)
+	return nil
 }
 
 // addedMatcher finds added tokens in text the way Hugging Face's

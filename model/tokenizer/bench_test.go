@@ -1,6 +1,8 @@
 package tokenizer
 
 import (
+	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
@@ -41,5 +43,51 @@ func BenchmarkEncodeBERT(b *testing.B) {
 	b.SetBytes(int64(len(text)))
 	for b.Loop() {
 		tok.Encode(text)
+	}
+}
+
+// wikiText is the passages of the shared 1k-passage Wikipedia sample.
+func wikiText(b *testing.B) string {
+	path := sharedtest.Path(b, "data", "corpus", "wiki18_sample_1k.jsonl")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sb strings.Builder
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var p struct {
+			Contents string `json:"contents"`
+		}
+		if err := json.Unmarshal([]byte(line), &p); err != nil {
+			b.Fatal(err)
+		}
+		sb.WriteString(p.Contents)
+		sb.WriteByte('\n')
+	}
+	return sb.String()
+}
+
+// BenchmarkEncodeWiki encodes English Wikipedia passages, one Encode per
+// passage as the retriever and the agent do.
+func BenchmarkEncodeWiki(b *testing.B) {
+	passages := strings.SplitAfter(wikiText(b), "\n")
+	n := 0
+	for _, p := range passages {
+		n += len(p)
+	}
+	for _, tc := range []struct {
+		name string
+		tok  func(testing.TB) *Tokenizer
+	}{{"qwen3", qwen3}, {"bert", bert}} {
+		b.Run(tc.name, func(b *testing.B) {
+			tok := tc.tok(b)
+			b.SetBytes(int64(n))
+			var ids []int
+			for b.Loop() {
+				for _, p := range passages {
+					ids = tok.AppendEncode(ids[:0], p)
+				}
+			}
+		})
 	}
 }

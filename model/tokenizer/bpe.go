@@ -297,11 +297,12 @@ func (m *bpeModel) mergeAll(syms []bpeSymbol) {
 	h := candidateHeap(heapBuf[:0])
 	for i := 0; i+1 < len(syms); i++ {
 		if mg, ok := m.merges[pairKey(syms[i].id, syms[i+1].id)]; ok {
-			h.push(bpeCandidate{pos: int32(i), rank: mg.rank, id: mg.id})
+			h = h.push(bpeCandidate{pos: int32(i), rank: mg.rank, id: mg.id})
 		}
 	}
 	for len(h) > 0 {
-		top := h.pop()
+		var top bpeCandidate
+		top, h = h.pop()
 		cur := &syms[top.pos]
 		if cur.size == 0 || cur.next == -1 {
 			continue
@@ -320,12 +321,12 @@ func (m *bpeModel) mergeAll(syms []bpeSymbol) {
 		}
 		if cur.prev >= 0 {
 			if mg, ok := m.merges[pairKey(syms[cur.prev].id, cur.id)]; ok {
-				h.push(bpeCandidate{pos: cur.prev, rank: mg.rank, id: mg.id})
+				h = h.push(bpeCandidate{pos: cur.prev, rank: mg.rank, id: mg.id})
 			}
 		}
 		if cur.next >= 0 && int(cur.next) < len(syms) {
 			if mg, ok := m.merges[pairKey(cur.id, syms[cur.next].id)]; ok {
-				h.push(bpeCandidate{pos: top.pos, rank: mg.rank, id: mg.id})
+				h = h.push(bpeCandidate{pos: top.pos, rank: mg.rank, id: mg.id})
 			}
 		}
 	}
@@ -341,9 +342,8 @@ func (a bpeCandidate) less(b bpeCandidate) bool {
 	return a.pos < b.pos
 }
 
-func (h *candidateHeap) push(c bpeCandidate) {
-	*h = append(*h, c)
-	s := *h
+func (h candidateHeap) push(c bpeCandidate) candidateHeap {
+	s := append(h, c)
 	for i := len(s) - 1; i > 0; {
 		p := (i - 1) / 2
 		if !s[i].less(s[p]) {
@@ -352,10 +352,11 @@ func (h *candidateHeap) push(c bpeCandidate) {
 		s[i], s[p] = s[p], s[i]
 		i = p
 	}
+	return s
 }
 
-func (h *candidateHeap) pop() bpeCandidate {
-	s := *h
+func (h candidateHeap) pop() (bpeCandidate, candidateHeap) {
+	s := h
 	top := s[0]
 	last := len(s) - 1
 	s[0] = s[last]
@@ -374,8 +375,7 @@ func (h *candidateHeap) pop() bpeCandidate {
 		s[i], s[m] = s[m], s[i]
 		i = m
 	}
-	*h = s
-	return top
+	return top, s
 }
 
 // wordCache memoises the ids of frequent words. Like Hugging Face's BPE

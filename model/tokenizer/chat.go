@@ -195,13 +195,19 @@ func familyFromConfig(data []byte) (string, error) {
 			}
 		}
 	}
+	return familyFromTemplate(text), nil
+}
+
+// familyFromTemplate recognises a Jinja chat template: Qwen3's handles
+// thinking, Qwen2.5's carries its default system prompt.
+func familyFromTemplate(text string) string {
 	switch {
-	case strings.Contains(text, "enable_thinking") || strings.Contains(text, "reasoning_content"):
-		return FamilyQwen3, nil
+	case strings.Contains(text, "<|im_start|>") && (strings.Contains(text, "enable_thinking") || strings.Contains(text, "reasoning_content")):
+		return FamilyQwen3
 	case strings.Contains(text, qwen25DefaultSystem):
-		return FamilyQwen25, nil
+		return FamilyQwen25
 	}
-	return "", nil
+	return ""
 }
 
 // familyFromTokens guesses the family from added tokens: ChatML markers

@@ -116,7 +116,7 @@ func (d wordPieceDecoder) decodeChain(tokens []string) []string {
 	return out
 }
 
-// cleanupReplacer is Hugging Face's decoder cleanup, applied in its order.
+// cleanupPairs is Hugging Face's decoder cleanup, applied in its order.
 var cleanupPairs = [][2]string{
 	{" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"},
 	{" n't", "n't"}, {" 'm", "'m"}, {" do not", " don't"}, {" 's", "'s"},

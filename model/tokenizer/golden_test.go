@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"os"
 	"slices"
@@ -74,6 +75,29 @@ func bert(t testing.TB) *Tokenizer {
 	return loadShared(t, "tokenizers", "bert-base-uncased", "tokenizer.json")
 }
 
+// qwen3Regexp2 loads Qwen3 with its Split regex rewritten into an
+// equivalent form (\p{N} as [\p{N}]) that has no hand-written scanner, so
+// the whole golden file also runs through regexp2.
+func qwen3Regexp2(t testing.TB) *Tokenizer {
+	data, err := os.ReadFile(sharedtest.Path(t, "tokenizers", "qwen3", "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := `\\p{L}+|\\p{N}|`
+	if !bytes.Contains(data, []byte(old)) {
+		t.Fatalf("Qwen3 pattern not found")
+	}
+	data = bytes.Replace(data, []byte(old), []byte(`\\p{L}+|[\\p{N}]|`), 1)
+	tok, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tok.preTok.(sequencePreTokenizer)[0].(splitPreTokenizer).m.(*regexMatcher); !ok {
+		t.Fatal("rewritten pattern did not select regexp2")
+	}
+	return tok
+}
+
 func TestGoldenIDs(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -83,6 +107,7 @@ func TestGoldenIDs(t *testing.T) {
 	}{
 		{"qwen3", qwen3, "qwen3.jsonl", 1125},
 		{"bert-base-uncased", bert, "bert-base-uncased.jsonl", 300},
+		{"qwen3 via regexp2", qwen3Regexp2, "qwen3.jsonl", 1125},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tok := tc.tok(t)

@@ -161,8 +161,9 @@ type configJSON struct {
 }
 
 // Load reads a Hugging Face tokenizer. path is a tokenizer.json file or a
-// folder holding one; a tokenizer_config.json next to it, when present,
-// selects the chat template family (see ChatOptions.Family).
+// folder holding one; a tokenizer_config.json (or chat_template.jinja) next
+// to it, when present, selects the chat template family (see
+// ChatOptions.Family); otherwise the added tokens do.
 func Load(path string) (*Tokenizer, error) {
 	file, dir := path, filepath.Dir(path)
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
@@ -189,6 +190,15 @@ func Load(path string) (*Tokenizer, error) {
 		}
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("load %s: %w", cfgPath, err)
+	}
+	// Newer checkpoints keep the template in chat_template.jinja.
+	jinjaPath := filepath.Join(dir, "chat_template.jinja")
+	if tmpl, err := os.ReadFile(jinjaPath); err == nil {
+		if fam := familyFromTemplate(string(tmpl)); fam != "" {
+			t.family = fam
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("load %s: %w", jinjaPath, err)
 	}
 	return t, nil
 }
@@ -268,6 +278,9 @@ func (t *Tokenizer) setVocab(added []AddedToken) error {
 		}
 		if id, ok := vocab[a.Content]; ok && id != a.ID {
 			return fmt.Errorf("added_tokens[%d] %q: id %d, but the model vocab has it as %d", k, a.Content, a.ID, id)
+		}
+		if prev, ok := t.addedByText[a.Content]; ok && prev.ID != a.ID {
+			return fmt.Errorf("added_tokens[%d] %q: listed with ids %d and %d", k, a.Content, prev.ID, a.ID)
 		}
 		if prev, ok := t.addedByID[a.ID]; ok && prev.Content != a.Content {
 			return fmt.Errorf("added_tokens[%d] %q: id %d already used by %q", k, a.Content, a.ID, prev.Content)
@@ -442,11 +455,15 @@ func (t *Tokenizer) Family() string { return t.family }
 // maxTokenID bounds ids so that id-indexed tables stay small.
 const maxTokenID = 1<<24 - 1
 
-// vocabByID inverts a vocabulary, checking that ids are distinct.
+// vocabByID inverts a vocabulary, checking that ids are distinct and dense
+// enough for an id-indexed table (real vocabularies use 0..n-1).
 func vocabByID(vocab map[string]int) ([]string, error) {
 	maxID := -1
 	for _, id := range vocab {
 		maxID = max(maxID, id)
+	}
+	if maxID >= 2*len(vocab)+1024 {
+		return nil, fmt.Errorf("vocab: ids too sparse (max id %d for %d tokens)", maxID, len(vocab))
 	}
 	byID := make([]string, maxID+1)
 	set := make([]bool, maxID+1)
