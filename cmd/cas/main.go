@@ -23,6 +23,13 @@ func newRootCmd() *cobra.Command {
 		newDemoCmd(),
 		newEmbedCmd(),
 		newWorldCmd(),
+		newServeCmd(),
+		newCalibrateCmd(),
+		newLogitsCmd(),
+		newGenerateCmd(),
+		newTokenizeCmd(),
+		newIndexCmd(),
+		newBenchCmd(),
 		newVersionCmd(),
 	)
 	return root

@@ -108,3 +108,30 @@ func FuzzParseConfig(f *testing.F) {
 		}
 	})
 }
+
+// TestQwen25_3BSize pins the figures the package documentation gives for
+// loading Qwen2.5-3B-Instruct: 3.09 B parameters (2.77 B without the tied
+// embedding), 12.3 GB in float32, largest tensor 1.2 GB.
+func TestQwen25_3BSize(t *testing.T) {
+	c, err := ParseConfig([]byte(`{"architectures":["Qwen2ForCausalLM"],"vocab_size":151936,"hidden_size":2048,
+"intermediate_size":11008,"num_hidden_layers":36,"num_attention_heads":16,"num_key_value_heads":2,
+"tie_word_embeddings":true,"rope_theta":1000000.0,"rms_norm_eps":1e-6,"eos_token_id":151645}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := c.NumParameters()
+	embed := int64(151936 * 2048)
+	if n < 3.08e9 || n > 3.10e9 || n-embed < 2.76e9 || n-embed > 2.78e9 {
+		t.Errorf("NumParameters = %d (non-embedding %d), want ≈ 3.09e9 (2.77e9)", n, n-embed)
+	}
+	if gb := float64(4*n) / 1e9; gb < 12.3 || gb > 12.4 {
+		t.Errorf("float32 size %.2f GB, documented 12.3 GB", gb)
+	}
+	largest := 0
+	for _, s := range weightSpecs(c) {
+		largest = max(largest, product(s.shape))
+	}
+	if gb := float64(4*largest) / 1e9; gb < 1.2 || gb > 1.3 {
+		t.Errorf("largest tensor %.2f GB, documented 1.2 GB", gb)
+	}
+}

@@ -78,8 +78,8 @@ type Session struct {
 	logits   [][]float32
 	caches   []*tensors.Tensor
 	rng      *rand.Rand
-	// MaxChunk bounds the tokens per prefill call (memory of the attention
-	// scores grows with chunk × slots).
+	// MaxChunk bounds the tokens per prefill call; feed lowers it further
+	// so that one call's attention scores stay under 1 GiB.
 	MaxChunk int
 }
 
@@ -127,6 +127,48 @@ func (s *Session) Close() {
 	s.caches = nil
 }
 
+// Keep shrinks the batch to the listed rows, in that order (row i of the
+// new batch is old row rows[i]), so that finished rows stop costing compute;
+// their caches, positions and pending tokens move along. Each new batch size
+// compiles its own step graph, so shrinking to power-of-two sizes bounds the
+// compilations.
+func (s *Session) Keep(rows []int) error {
+	if len(rows) == 0 {
+		return errors.New("keep: no rows")
+	}
+	idx := make([]int32, len(rows))
+	seen := make(map[int]bool, len(rows))
+	for i, r := range rows {
+		if r < 0 || r >= s.batch || seen[r] {
+			return fmt.Errorf("keep: row %d invalid or repeated (batch %d)", r, s.batch)
+		}
+		seen[r] = true
+		idx[i] = int32(r)
+	}
+	args := []any{tensors.FromFlatDataAndDimensions(idx, len(idx))}
+	for _, t := range s.caches {
+		args = append(args, t)
+	}
+	out, err := s.m.selectExec.Exec(args...)
+	if err != nil {
+		return fmt.Errorf("keep: %w", err)
+	}
+	for _, t := range s.caches {
+		t.FinalizeAll()
+	}
+	s.caches = out
+	valid := make([]bool, len(rows)*s.slots)
+	pos := make([]int32, len(rows))
+	pending := make([][]int32, len(rows))
+	logits := make([][]float32, len(rows))
+	for i, r := range rows {
+		copy(valid[i*s.slots:(i+1)*s.slots], s.keyValid[r*s.slots:(r+1)*s.slots])
+		pos[i], pending[i], logits[i] = s.pos[r], s.pending[r], s.logits[r]
+	}
+	s.batch, s.keyValid, s.pos, s.pending, s.logits = len(rows), valid, pos, pending, logits
+	return nil
+}
+
 // Append feeds tokens[b] to row b (nil or empty: nothing new), after any
 // token still pending from Generate, prefilling only these new tokens; the
 // cache of earlier tokens is kept.
@@ -166,7 +208,15 @@ func (s *Session) feed(chunks [][]int32, longest int) error {
 	if err := s.reserve(longest); err != nil {
 		return err
 	}
+	// Bound the attention scores [B, H, chunk, S] of one call to 2^28 floats
+	// (1 GiB), rounding the chunk down to a power of two.
 	maxChunk := max(s.MaxChunk, 1)
+	if limit := (1 << 28) / (s.batch * s.m.Config.NumAttentionHeads * s.slots); limit < maxChunk {
+		maxChunk = 1
+		for maxChunk*2 <= limit {
+			maxChunk *= 2
+		}
+	}
 	for off := 0; off < longest; off += maxChunk {
 		n := min(maxChunk, longest-off)
 		width := bucket(n)
@@ -206,6 +256,9 @@ func (s *Session) feed(chunks [][]int32, longest int) error {
 // step runs one compiled step over ids/pos [B, width] at slot s.next and
 // returns the logits at index last[b] of each row.
 func (s *Session) step(ids, pos, last []int32, width int) ([][]float32, error) {
+	if s.caches == nil {
+		return nil, errors.New("generate: session is closed")
+	}
 	args := make([]any, 0, stepCaches+len(s.caches))
 	args = append(args,
 		tensors.FromFlatDataAndDimensions(ids, s.batch, width),

@@ -288,3 +288,78 @@ func TestSeededSampling(t *testing.T) {
 		t.Errorf("seeds 1 and 2 both gave %v", a)
 	}
 }
+
+// TestKeepRows: dropping finished rows from the batch leaves the kept rows'
+// generation unchanged.
+func TestKeepRows(t *testing.T) {
+	g := loadGolden(t, "qwen3-tiny")
+	m := g.model
+	prompts := [][]int{g.row(0), g.row(1), g.row(2)}
+	opts := GenerateOptions{MaxNewTokens: 3, EOS: []int{}}
+	s, err := m.NewSession(3, 32, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Append(prompts); err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.Generate(opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Keep([]int{2, 0}); err != nil {
+		t.Fatal(err)
+	}
+	second, err := s.Generate(opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range []int{2, 0} {
+		ref, err := m.Generate([][]int{prompts[r]}, GenerateOptions{MaxNewTokens: 6, EOS: []int{}}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := append(slices.Clone(first[r].IDs), second[i].IDs...)
+		if !slices.Equal(got, ref[0].IDs) {
+			t.Errorf("row %d after Keep: %v, alone %v", r, got, ref[0].IDs)
+		}
+	}
+	if s.Batch() != 2 {
+		t.Errorf("batch %d after Keep, want 2", s.Batch())
+	}
+	for _, bad := range [][]int{nil, {0, 0}, {5}} {
+		if err := s.Keep(bad); err == nil {
+			t.Errorf("Keep(%v) accepted", bad)
+		}
+	}
+}
+
+func TestSessionErrors(t *testing.T) {
+	g := loadGolden(t, "qwen2-tiny")
+	s, err := g.model.NewSession(2, 8, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"wrong row count", s.Append([][]int{{1}})},
+		{"token outside vocabulary", s.Append([][]int{{1}, {-1}})},
+		{"active flags", func() error { _, err := s.Generate(GenerateOptions{MaxNewTokens: 1}, []bool{true}); return err }()},
+		{"zero max tokens", func() error { _, err := s.Generate(GenerateOptions{}, nil); return err }()},
+		{"row without tokens", func() error { _, err := s.Generate(GenerateOptions{MaxNewTokens: 1}, nil); return err }()},
+	} {
+		if tc.err == nil {
+			t.Errorf("%s: no error", tc.name)
+		}
+	}
+	s.Close()
+	if err := s.Append([][]int{{1}, {2}}); err == nil {
+		t.Error("append on a closed session succeeded")
+	}
+	if _, err := g.model.NewSession(0, 8, 0); err == nil {
+		t.Error("empty batch accepted")
+	}
+}

@@ -8,8 +8,10 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
@@ -34,6 +36,7 @@ type Model struct {
 
 	logitsExec *context.Exec
 	stepExec   *context.Exec
+	selectExec *graph.Exec
 	mu         sync.Mutex // guards scoreExecs
 	scoreExecs map[ScoreOptions]*context.Exec
 }
@@ -84,6 +87,7 @@ func FromReader(cfg *Config, r safetensors.Reader, source string, b backends.Bac
 	if opts.Progress != nil {
 		bar = progressbar.NewOptions64(cfg.NumParameters()*4,
 			progressbar.OptionSetWriter(opts.Progress), progressbar.OptionShowBytes(true),
+			progressbar.OptionThrottle(100*time.Millisecond),
 			progressbar.OptionSetDescription("loading "+source), progressbar.OptionClearOnFinish())
 	}
 	return newModel(cfg, b, opts.Context, func(s weightSpec, dst []float32) error {
@@ -118,6 +122,9 @@ func NewRandom(cfg *Config, b backends.Backend, seed uint64) (*Model, error) {
 	})
 }
 
+// gcEvery is the tensor size (elements) after which loading forces a GC.
+const gcEvery = 8 << 20
+
 // newModel creates one float32 variable per needed tensor, filled by fill.
 // Each tensor is filled in host memory, moved to the backend (shared with it
 // on CPU backends), and its host copy released before the next one.
@@ -150,6 +157,13 @@ func newModel(cfg *Config, b backends.Backend, ctx *context.Context, fill func(w
 			t.FinalizeLocal()
 		}
 		ctx.InAbsPath(scope).VariableWithValue(name, t)
+		if product(s.shape) >= gcEvery {
+			// The host buffer just copied to the backend is garbage now;
+			// collect it before the next large tensor so that the heap never
+			// holds a second copy of the model (the GC's default growth
+			// target would allow up to twice the live heap).
+			runtime.GC()
+		}
 	})
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -163,6 +177,21 @@ func newModel(cfg *Config, b backends.Backend, ctx *context.Context, fill func(w
 
 // Context returns the context positioned at the model's scope.
 func (m *Model) Context() *context.Context { return m.ctx }
+
+// SetTrainable marks every weight of the model trainable or frozen (the
+// reference model of GRPO's KL term is frozen), so optimizers and
+// BuildTrainableVariablesGradientsGraph include or skip them.
+func (m *Model) SetTrainable(trainable bool) {
+	walkWeights(m.Config, &weights{}, func(s weightSpec, _ reflect.Value) {
+		if !s.needed {
+			return
+		}
+		scope, name := variableScope(m.ctx.Scope(), s.name)
+		if v := m.ctx.GetVariableByScopeAndName(scope, name); v != nil {
+			v.SetTrainable(trainable)
+		}
+	})
+}
 
 // Backend returns the backend the weights live on.
 func (m *Model) Backend() backends.Backend { return m.backend }
@@ -225,6 +254,10 @@ func (m *Model) initExecs() error {
 	m.stepExec, err = context.NewExec(m.backend, m.ctx, func(ctx *context.Context, in []*graph.Node) []*graph.Node {
 		return stepGraph(ctx, c, in)
 	})
+	if err != nil {
+		return err
+	}
+	m.selectExec, err = graph.NewExec(m.backend, selectRowsGraph)
 	return err
 }
 

@@ -109,3 +109,44 @@ func TestScoreGradient(t *testing.T) {
 		})
 	}
 }
+
+// TestTwoModelsOneContext loads a policy and a frozen reference copy into
+// scopes of one context, as the GRPO trainer does: gradients exist only for
+// the trainable copy, and both score identically.
+func TestTwoModelsOneContext(t *testing.T) {
+	dir := filepath.Dir(sharedtest.Path(t, "golden", "qwen2-tiny", "config.json"))
+	ctx := context.New()
+	policy, err := Load(dir, newBackend(t), LoadOptions{Context: ctx.In("policy")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := Load(dir, newBackend(t), LoadOptions{Context: ctx.In("ref")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref.SetTrainable(false)
+	if _, err := Load(dir, newBackend(t), LoadOptions{Context: ctx.In("ref")}); err == nil {
+		t.Error("loading twice into one scope succeeded")
+	}
+	g := loadGolden(t, "qwen2-tiny")
+	c := policy.Config
+	exec, err := context.NewExec(policy.Backend(), ctx, func(ctx *context.Context, ids, mask *graph.Node) []*graph.Node {
+		lp, _ := TokenLogProbs(ctx.In("policy"), c, ids, mask, nil, ScoreOptions{})
+		lr, _ := TokenLogProbs(ctx.In("ref"), c, ids, mask, nil, ScoreOptions{})
+		loss := graph.ReduceAllSum(graph.Sub(lp, lr))
+		return append([]*graph.Node{loss}, ctx.BuildTrainableVariablesGradientsGraph(loss)...)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Exec(tensors.FromFlatDataAndDimensions(g.ids, g.batch, g.seqLen), tensors.FromFlatDataAndDimensions(g.mask, g.batch, g.seqLen))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if loss := tensors.ToScalar[float32](out[0]); loss != 0 {
+		t.Errorf("policy and reference differ: Σ(lp − lr) = %g", loss)
+	}
+	if want := len(weightSpecsNeeded(c)); len(out)-1 != want {
+		t.Errorf("%d gradients, want %d (policy only)", len(out)-1, want)
+	}
+}

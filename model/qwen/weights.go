@@ -84,8 +84,9 @@ type weightSpec struct {
 	ignored bool   // not needed, but tolerated (and ignored) when present
 }
 
-// walkWeights visits every *graph.Node field of the weights tree with its spec.
-// set, when not nil, receives each field so the caller can fill it.
+// walkWeights visits every *graph.Node field of the weights tree (with
+// Layers sized by the config) together with its spec; visit may set the
+// field to bind it.
 func walkWeights(c *Config, w *weights, visit func(spec weightSpec, field reflect.Value)) {
 	conds, syms := conditions(c), symbols(c)
 	w.Layers = make([]layer, c.NumHiddenLayers)
