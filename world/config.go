@@ -40,7 +40,7 @@ type Config struct {
 	MinMergeFrequency int `json:"min_merge_frequency"`
 }
 
-// DefaultConfig is the world of the default `make demo` run: about 3,700
+// DefaultConfig is the world of the default `make demo` run: about 2,800
 // passages and 3,950 questions.
 func DefaultConfig(seed uint64) Config {
 	return Config{
@@ -53,7 +53,7 @@ func DefaultConfig(seed uint64) Config {
 	}
 }
 
-// SmallConfig is the world of `cas demo --quick` and of the tests: about 650
+// SmallConfig is the world of `cas demo --quick` and of the tests: about 580
 // passages and 870 questions.
 func SmallConfig(seed uint64) Config {
 	return Config{
@@ -103,6 +103,13 @@ func (c Config) Validate() error {
 	if c.Films < 1 || c.Companies < 1 || c.Bands < 1 || c.Books < 1 {
 		errs = append(errs, fmt.Errorf("films, companies, bands and books must each be >= 1 (got %d, %d, %d, %d)", c.Films, c.Companies, c.Bands, c.Books))
 	}
+	// Titles are "The <adjective> <noun>": the word lists bound the counts.
+	if maxFilms := len(titleAdjectives) * len(titleNouns) * 7 / 8; c.Films > maxFilms {
+		errs = append(errs, fmt.Errorf("films = %d, want <= %d (distinct titles)", c.Films, maxFilms))
+	}
+	if maxBands := len(titleAdjectives) * len(bandNouns) * 7 / 8; c.Bands > maxBands {
+		errs = append(errs, fmt.Errorf("bands = %d, want <= %d (distinct names)", c.Bands, maxBands))
+	}
 	rc := c.roles()
 	if need := rc.directors + rc.actors + rc.founders + rc.singers + rc.writers + 2; c.People < need {
 		errs = append(errs, fmt.Errorf("people = %d, want >= %d to fill the directors, actors, founders, singers and writers", c.People, need))
@@ -122,8 +129,8 @@ func (c Config) Validate() error {
 	if c.TwoHopFraction < 0 || c.TwoHopFraction > 1 {
 		errs = append(errs, fmt.Errorf("two_hop_fraction = %g, want in [0, 1]", c.TwoHopFraction))
 	}
-	if min := 256 + len(AddedTokens) + 1; c.VocabSize < min || c.VocabSize > 65536 {
-		errs = append(errs, fmt.Errorf("vocab_size = %d, want in [%d, 65536] (256 bytes + %d added tokens + merges)", c.VocabSize, min, len(AddedTokens)))
+	if added := len(AddedTokens()); c.VocabSize < 256+added+1 || c.VocabSize > 65536 {
+		errs = append(errs, fmt.Errorf("vocab_size = %d, want in [%d, 65536] (256 bytes + %d added tokens + merges)", c.VocabSize, 256+added+1, added))
 	}
 	if c.MinMergeFrequency < 1 {
 		errs = append(errs, fmt.Errorf("min_merge_frequency = %d, want >= 1", c.MinMergeFrequency))

@@ -15,13 +15,19 @@
 //
 // Questions are single-hop ("Where was Dalmor Keswin born?") or two-hop
 // bridge questions ("Where was the director of The Silent Harbor born?"),
-// each with its gold answer(s) and the gold passage ids of every hop. The
-// splits (train, aps_calib, aci_calib, test) are built over disjoint sets of
-// entities: entities are grouped into units (a person with their spouse and
-// works; a country with its capital; any other city alone), units are
-// assigned to splits, and a question belongs to a split only when every
-// entity it is about (the subject and, for two-hop questions, the bridge)
-// lies in that split.
+// each with its gold answer(s) and the gold passage ids of every hop. Each
+// draw picks a relation chain ("directed_by+born_in") with probability
+// proportional to the square root of its candidates, evening out the
+// patterns. The splits (train, aps_calib, aci_calib, test) are built over
+// disjoint sets of entities: entities are grouped into units (a person with
+// their spouse and works; a country with its capital; any other city
+// alone), units are assigned to splits, and a question belongs to a split
+// only when every entity it is about (the subject and, for two-hop
+// questions, the bridge) lies in that split.
+//
+// Script turns a question into the ideal response text (one search per hop)
+// for the supervised warm start; TrainTokenizer learns the byte-level BPE
+// and WriteDir writes everything as `cas world` does.
 //
 // Everything is deterministic from Config.Seed: math/rand/v2 PCG streams with
 // fixed second words, no dependence on map iteration order. The world's text
@@ -29,6 +35,6 @@
 // the splits never changes the corpus.
 //
 // Data flow: world → corpus → index → retriever → APS → rollout. This package
-// imports nothing else of the project; the demo adapts its Passage and
-// Question types to the search and agent packages.
+// imports nothing else of the project but its bpe subpackage; the demo
+// adapts its Passage and Question types to the search and agent packages.
 package world

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 )
 
 // Split names one of the four question splits.
@@ -231,15 +232,13 @@ func (w *World) makeSplits(r *rand.Rand) error {
 			return fmt.Errorf("world: split %s has %d candidate questions (%d single-hop, %d two-hop) for %d requested: use a larger world or fewer questions",
 				Split(s), len(ss)+len(bs), len(ss), len(bs), n)
 		}
-		r.Shuffle(len(ss), func(i, j int) { ss[i], ss[j] = ss[j], ss[i] })
-		r.Shuffle(len(bs), func(i, j int) { bs[i], bs[j] = bs[j], bs[i] })
 		nb := int(math.Round(float64(n) * w.Config.TwoHopFraction))
 		nb = min(nb, len(bs))
 		ns := min(n-nb, len(ss))
 		nb = n - ns
 		qs := make([]Question, 0, n)
-		qs = append(qs, ss[:ns]...)
-		qs = append(qs, bs[:nb]...)
+		qs = append(qs, balanced(r, ss, ns)...)
+		qs = append(qs, balanced(r, bs, nb)...)
 		r.Shuffle(len(qs), func(i, j int) { qs[i], qs[j] = qs[j], qs[i] })
 		for i := range qs {
 			qs[i].ID = Split(s).String() + "_" + strconv.Itoa(i)
@@ -247,4 +246,62 @@ func (w *World) makeSplits(r *rand.Rand) error {
 		w.Splits[s] = qs
 	}
 	return nil
+}
+
+// pattern is a question's relation chain ("directed_by+born_in").
+func pattern(q Question) string {
+	var b strings.Builder
+	for i, h := range q.HopInfo {
+		if i > 0 {
+			b.WriteByte('+')
+		}
+		b.WriteString(h.Relation)
+	}
+	return b.String()
+}
+
+// balanced draws n of cands without replacement so that relation patterns
+// are evened out: each draw picks a pattern with probability proportional
+// to the square root of its remaining candidates (people, the most numerous
+// entities, would otherwise make birth years a fifth of all questions), then
+// a random candidate of it.
+func balanced(r *rand.Rand, cands []Question, n int) []Question {
+	var keys []string
+	groups := map[string][]Question{}
+	for _, q := range cands {
+		k := pattern(q)
+		if _, ok := groups[k]; !ok {
+			keys = append(keys, k) // first-seen order: deterministic
+		}
+		groups[k] = append(groups[k], q)
+	}
+	for _, k := range keys {
+		g := groups[k]
+		r.Shuffle(len(g), func(i, j int) { g[i], g[j] = g[j], g[i] })
+	}
+	out := make([]Question, 0, n)
+	for len(out) < n {
+		total := 0.0
+		for _, k := range keys {
+			total += math.Sqrt(float64(len(groups[k])))
+		}
+		if total == 0 {
+			break
+		}
+		x := r.Float64() * total
+		k := keys[len(keys)-1]
+		for _, kk := range keys {
+			if x -= math.Sqrt(float64(len(groups[kk]))); x < 0 {
+				k = kk
+				break
+			}
+		}
+		if len(groups[k]) == 0 {
+			continue
+		}
+		g := groups[k]
+		out = append(out, g[len(g)-1])
+		groups[k] = g[:len(g)-1]
+	}
+	return out
 }

@@ -99,11 +99,11 @@ func (w *World) render(r *rand.Rand) error {
 	return nil
 }
 
-// layout cuts an article's sentences into one to three passages of at least
-// two sentences where possible.
+// layout cuts an article's sentences into one to three passages, of two or
+// more sentences where the article is long enough.
 func (rd *renderer) layout(e int, ss []sentence) {
 	w := rd.w
-	k := min(1+rd.r.IntN(3), max(1, len(ss)/2))
+	k := min(1+rd.r.IntN(3), max(1, (len(ss)+1)/2))
 	ent := &w.Entities[e]
 	for p := range k {
 		lo, hi := p*len(ss)/k, (p+1)*len(ss)/k
@@ -198,7 +198,7 @@ func (rd *renderer) person(e int) (sentence, []sentence) {
 		sp := w.Entities[e].Facts[si].Object
 		both := refs(factRef{e, si}, rd.ref(sp, Spouse))
 		kv := append(kv, "{P}", w.Entities[sp].Name, "{M}", strconv.Itoa(min(lastYear, max(rd.birthYear(e), rd.birthYear(sp))+20+r.IntN(15))))
-		rest = append(rest, rd.say(e, rd.choose("{Sh} is married to {P}.", "{S} married {P} in {M}.", "{Sh} and {P} were married in {M}."), both, kv...))
+		rest = append(rest, rd.say(e, rd.choose("{S} is married to {P}.", "{S} married {P} in {M}.", "{S} and {P} were married in {M}."), both, kv...))
 	}
 	// Restated facts of the person's works (not every article has them).
 	if ws := rd.works[e]; len(ws) > 0 && r.Float64() < 0.6 {
@@ -206,7 +206,7 @@ func (rd *renderer) person(e int) (sentence, []sentence) {
 	}
 	if fs := rd.actedIn[e]; len(fs) > 0 && r.Float64() < 0.5 {
 		f := pick(r, fs)
-		rest = append(rest, rd.say(e, "{Sh} played the lead role in {F}.", refs(rd.ref(f, Starring)), "{F}", w.Entities[f].Name))
+		rest = append(rest, rd.say(e, "{S} played the lead role in {F}.", refs(rd.ref(f, Starring)), "{F}", w.Entities[f].Name))
 	}
 	rest = append(rest, rd.fillers(r.IntN(2), []sentence{
 		rd.say(e, "{Sh} later moved to {C2}.", nil, kv...),
@@ -222,7 +222,9 @@ func (rd *renderer) birthYear(p int) int {
 	return y
 }
 
-// worksSentence restates the creator relation of up to three works.
+// worksSentence restates the creator relation of up to three works. Like
+// every sentence that states another entity's fact whose answer is this
+// person, it names the person in full.
 func (rd *renderer) worksSentence(p int, ws []int) sentence {
 	w := rd.w
 	if len(ws) > 3 {
@@ -250,13 +252,13 @@ func (rd *renderer) worksSentence(p int, ws []int) sentence {
 	var tmpl string
 	switch rel {
 	case DirectedBy:
-		tmpl = rd.choose("{Sh} directed {L}.", "Films directed by {Sh} include {L}.")
+		tmpl = rd.choose("{S} directed {L}.", "Films directed by {S} include {L}.")
 	case FoundedBy:
-		tmpl = rd.choose("{Sh} founded {L}.", "{Sh} is best known as the founder of {L}.")
+		tmpl = rd.choose("{S} founded {L}.", "{S} is best known as the founder of {L}.")
 	case LeadSinger:
-		tmpl = rd.choose("{Sh} is the lead singer of {L}.", "{Sh} sings lead in {L}.")
+		tmpl = rd.choose("{S} is the lead singer of {L}.", "{S} sings lead in {L}.")
 	default:
-		tmpl = rd.choose("{Sh} wrote {L}.", "Novels by {Sh} include {L}.")
+		tmpl = rd.choose("{S} wrote {L}.", "Novels by {S} include {L}.")
 	}
 	return rd.say(p, tmpl, sup, "{L}", list)
 }

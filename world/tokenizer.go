@@ -6,18 +6,20 @@ import (
 	"github.com/cas-engine/cas/world/bpe"
 )
 
-// AddedTokens are the tokenizer's added tokens, in id order after the
-// learned vocabulary: the agent's tags (not special: they survive decoding
-// with special tokens skipped, as Qwen3's <think> does) and Qwen's chat
-// control tokens (special).
-var AddedTokens = []bpe.AddedToken{
-	{Content: "<|endoftext|>", Special: true},
-	{Content: "<|im_start|>", Special: true},
-	{Content: "<|im_end|>", Special: true},
-	{Content: "<think>"}, {Content: "</think>"},
-	{Content: "<search>"}, {Content: "</search>"},
-	{Content: "<information>"}, {Content: "</information>"},
-	{Content: "<answer>"}, {Content: "</answer>"},
+// AddedTokens returns the tokenizer's added tokens, in id order after the
+// learned vocabulary: Qwen's chat control tokens (special) and the agent's
+// tags (not special: they survive decoding with special tokens skipped, as
+// Qwen3's <think> does).
+func AddedTokens() []bpe.AddedToken {
+	return []bpe.AddedToken{
+		{Content: "<|endoftext|>", Special: true},
+		{Content: "<|im_start|>", Special: true},
+		{Content: "<|im_end|>", Special: true},
+		{Content: "<think>"}, {Content: "</think>"},
+		{Content: "<search>"}, {Content: "</search>"},
+		{Content: "<information>"}, {Content: "</information>"},
+		{Content: "<answer>"}, {Content: "</answer>"},
+	}
 }
 
 // agentInstruction is the paper's Table 5 prompt (METHOD.md) up to the
@@ -83,9 +85,9 @@ func (w *World) TrainingText(emit func(text string, weight int)) error {
 }
 
 // TrainTokenizer learns a byte-level BPE on TrainingText with
-// Config.VocabSize entries in all (bytes, merges and AddedTokens).
+// Config.VocabSize entries in all (bytes, merges and AddedTokens()).
 func (w *World) TrainTokenizer() (*bpe.Model, error) {
-	tr := bpe.NewTrainer(AddedTokens)
+	tr := bpe.NewTrainer(AddedTokens())
 	if err := w.TrainingText(tr.Add); err != nil {
 		return nil, fmt.Errorf("tokenizer training text: %w", err)
 	}

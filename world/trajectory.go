@@ -47,20 +47,18 @@ type Retriever func(query string) []Passage
 // the official code's.
 type InformationRenderer func(docs []Passage) string
 
-// DefaultInformation renders the official CAS code's information block:
-// "<information>" + the docs joined by newlines, each
-// "Doc {i} (Title: {title})\n{text}" (i from 1), + "</information>".
+// DefaultInformation renders the official CAS code's information block, as
+// agent.FormatInformation does with its default format:
+//
+//	"<information>" + strip(Σ_i "Doc {i} (Title: {title})\n{text}\n\n") + "</information>"
+//
+// with i counted from 1.
 func DefaultInformation(docs []Passage) string {
 	var b strings.Builder
-	b.WriteString("<information>")
 	for i, d := range docs {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		fmt.Fprintf(&b, "Doc %d (Title: %s)\n%s", i+1, d.Title, d.Text)
+		fmt.Fprintf(&b, "Doc %d (Title: %s)\n%s\n\n", i+1, d.Title, d.Text)
 	}
-	b.WriteString("</information>")
-	return b.String()
+	return "<information>" + strings.TrimSpace(b.String()) + "</information>"
 }
 
 // Script writes the ideal response to q: one search per hop, each followed

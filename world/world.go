@@ -241,7 +241,9 @@ const (
 	roleWriter
 )
 
-var roleJobs = map[int]string{
+// roleJobs is the occupation of each role; people without one get a random
+// occupation of otherJobs.
+var roleJobs = [...]string{
 	roleDirector: "film director", roleActor: "actor", roleFounder: "entrepreneur",
 	roleSinger: "singer", roleWriter: "novelist",
 }
@@ -417,7 +419,11 @@ func (g *gen) works() {
 			if r.IntN(2) == 0 {
 				return "The " + pick(r, titleNouns) + " of " + word(r, 2)
 			}
-			return "A " + pick(r, titleNouns) + " for " + pick(r, g.givenPool)
+			noun := pick(r, titleNouns)
+			if strings.IndexByte("AEIOU", noun[0]) >= 0 {
+				return "An " + noun + " for " + pick(r, g.givenPool)
+			}
+			return "A " + noun + " for " + pick(r, g.givenPool)
 		})
 		a := g.creator(writers, j)
 		b := g.add(Entity{Kind: Book, Name: name})

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -53,22 +52,26 @@ override the preset.`,
 				cfg.TwoHopFraction = twoHop
 			}
 			start := time.Now()
-			bar := progressbar.NewOptions(3, progressbar.OptionSetWriter(os.Stderr),
+			bar := progressbar.NewOptions(3, progressbar.OptionSetWriter(cmd.ErrOrStderr()),
 				progressbar.OptionSetDescription("generating world"), progressbar.OptionClearOnFinish())
+			fail := func(err error) error {
+				bar.Clear()
+				return err
+			}
 			w, err := world.Generate(cfg)
 			if err != nil {
-				return err
+				return fail(err)
 			}
 			bar.Describe("training tokenizer")
 			bar.Add(1)
 			tok, err := w.TrainTokenizer()
 			if err != nil {
-				return err
+				return fail(err)
 			}
 			bar.Describe("writing " + out)
 			bar.Add(1)
 			if err := w.WriteDir(out, tok); err != nil {
-				return err
+				return fail(err)
 			}
 			bar.Add(1)
 			st, err := w.StatsFor(tok, docsPerSearch)

@@ -4,8 +4,8 @@
 // added tokens matched before pre-tokenization.
 //
 // The vocabulary is the 256 byte symbols (ids 0–255, id = byte value,
-// written with GPT-2's byte-to-character table), then one token per learned
-// merge in merge order, then the added tokens. Training is the classic
+// written with GPT-2's byte-to-character table), then the tokens the merges
+// make in order of first appearance, then the added tokens. Training is the classic
 // algorithm (Sennrich et al., 2016): count pre-tokenized words, repeatedly
 // merge the most frequent adjacent symbol pair — ties broken by the
 // lexicographically smallest (left, right) token strings, so the result does
@@ -96,11 +96,10 @@ func matchAt(s string, i int) int {
 	// '\s+(?!\S)|\s+': a whitespace run, less its last character when a
 	// non-space follows (that character then prefixes the next word).
 	n := run(s, i, clsSpace)
-	if i+n < len(s) && n > 1 {
-		_, last := lastRune(s[i : i+n])
-		return n - last
+	if i+n < len(s) {
+		if _, last := utf8.DecodeLastRuneInString(s[i : i+n]); last < n {
+			return n - last
+		}
 	}
 	return n
 }
-
-func lastRune(s string) (rune, int) { return utf8.DecodeLastRuneInString(s) }

@@ -1,0 +1,290 @@
+package calibrate
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/cas-engine/cas/conformal"
+	"github.com/cas-engine/cas/internal/sharedtest"
+	"github.com/cas-engine/cas/search"
+)
+
+func TestNormalize(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"  Jesus   Christ\n", "jesus christ"},
+		{"The\tU.S.", "the u.s."},
+		{"", ""},
+		{"ÉCOLE", "école"},
+	}
+	for _, tc := range tests {
+		if got := Normalize(tc.in); got != tc.want {
+			t.Errorf("Normalize(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestContainsJudge(t *testing.T) {
+	hits := []search.Hit{
+		{Doc: search.Doc{Contents: "\"Tombstone\"\nKurt Russell stars."}},
+		{Doc: search.Doc{Contents: "\"Mason\"\nMason  Alan\nDinehart played Bat Masterson."}},
+		{Doc: search.Doc{Contents: "\"Other\"\nmason alan dinehart again"}},
+	}
+	tests := []struct {
+		answers []string
+		want    int
+	}{
+		{[]string{"Mason Alan Dinehart"}, 1},
+		{[]string{"nobody", "KURT russell"}, 0},
+		{[]string{"Wyatt Earp"}, -1},
+		{[]string{"", "  "}, -1},
+	}
+	for _, tc := range tests {
+		got, err := ContainsJudge{}.Gold(context.Background(), QA{Answers: tc.answers}, hits)
+		if err != nil || got != tc.want {
+			t.Errorf("Gold(%q) = %d, %v; want %d", tc.answers, got, err, tc.want)
+		}
+	}
+}
+
+func TestReadQA(t *testing.T) {
+	in := "{\"id\": \"q1\", \"question\": \"who?\", \"golden_answers\": [\"a\", \"b\"]}\n\n" +
+		"{\"id\": 7, \"question\": \"what?\", \"golden_answers\": \"c\"}\n" +
+		"{\"question\": \"when?\", \"golden_answers\": []}\n"
+	qa, err := ReadQA(strings.NewReader(in), "x.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []QA{{"q1", "who?", []string{"a", "b"}}, {"7", "what?", []string{"c"}}, {"4", "when?", []string{}}}
+	if len(qa) != len(want) {
+		t.Fatalf("got %d questions", len(qa))
+	}
+	for i := range want {
+		if qa[i].ID != want[i].ID || qa[i].Question != want[i].Question || !slices.Equal(qa[i].Answers, want[i].Answers) {
+			t.Errorf("question %d = %+v, want %+v", i, qa[i], want[i])
+		}
+	}
+	for _, bad := range []struct{ in, where string }{
+		{"{\"question\": \"a\", \"golden_answers\": [\"x\"]}\n{\"golden_answers\": [\"x\"]}\n", "x.jsonl:2"},
+		{"{\"question\": \"a\"}\n", "x.jsonl:1"},
+		{"{\"question\": \"a\", \"golden_answers\": [1]}\n", "x.jsonl:1"},
+		{"{\"question\": \"a\", \"id\": [], \"golden_answers\": [\"x\"]}\n", "x.jsonl:1"},
+		{"not json\n", "x.jsonl:1"},
+		{"\n\n", "no questions"},
+	} {
+		if _, err := ReadQA(strings.NewReader(bad.in), "x.jsonl"); err == nil || !strings.Contains(err.Error(), bad.where) {
+			t.Errorf("ReadQA(%q): err = %v, want one naming %q", bad.in, err, bad.where)
+		}
+	}
+	for _, f := range []string{"nq_test_1k.jsonl", "hotpotqa_dev.jsonl", "2wikimultihopqa_dev.jsonl", "musique_dev.jsonl"} {
+		qa, err := LoadQA(sharedtest.Path(t, "data", "qa", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(qa) < 1000 || qa[0].Question == "" || len(qa[0].Answers) == 0 {
+			t.Errorf("%s: %d questions, first %+v", f, len(qa), qa[0])
+		}
+	}
+}
+
+func FuzzReadQA(f *testing.F) {
+	f.Add([]byte("{\"id\": \"q1\", \"question\": \"who?\", \"golden_answers\": [\"a\"]}\n"))
+	f.Add([]byte("{\"id\": 1e9, \"question\": \"\", \"golden_answers\": \"x\"}"))
+	f.Add([]byte("{\"question\": null}\n[]\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		qa, err := ReadQA(strings.NewReader(string(b)), "fuzz")
+		if err == nil && len(qa) == 0 {
+			t.Fatal("no error and no questions")
+		}
+	})
+}
+
+// rankRetriever answers question "r<R>" with three hits scored 2, 1, 0
+// whose R-th (1-based; 0 = none) contains the answer "gold".
+type rankRetriever struct{}
+
+func (rankRetriever) Retrieve(_ context.Context, queries []string, k int) ([][]search.Hit, error) {
+	out := make([][]search.Hit, len(queries))
+	for i, q := range queries {
+		var r int
+		fmt.Sscanf(q, "r%d", &r)
+		for j := 0; j < min(k, 3); j++ {
+			c := "\"T\"\nfiller"
+			if j+1 == r {
+				c = "\"T\"\nthe GOLD answer"
+			}
+			out[i] = append(out[i], search.Hit{Doc: search.Doc{ID: fmt.Sprint(j), Contents: c}, Score: float32(2 - j)})
+		}
+	}
+	return out, nil
+}
+
+// TestRunHandComputed: scores (2, 1, 0) at T = 1 give c = (0.6652, 0.9100, 1).
+// Every question's gold at rank 2 makes every E = c_2, so q̂ = c_2, every
+// held-out question keeps 2 passages and is covered; top-3 covers all.
+func TestRunHandComputed(t *testing.T) {
+	qa := make([]QA, 12)
+	for i := range qa {
+		qa[i] = QA{ID: fmt.Sprint(i), Question: "r2", Answers: []string{"gold"}}
+	}
+	cfg := DefaultConfig()
+	cfg.APS.Temperature = 1
+	cfg.N, cfg.Alpha, cfg.TopK = 5, 0.2, 3
+	rep, err := Run(context.Background(), rankRetriever{}, qa, ContainsJudge{}, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2 := (math.Exp(0) + math.Exp(-1)) / (math.Exp(0) + math.Exp(-1) + math.Exp(-2))
+	if math.Abs(float64(rep.QHat)-c2) > 1e-12 {
+		t.Errorf("qhat = %v, want c_2 = %v", rep.QHat, c2)
+	}
+	if rep.Test != 7 || rep.TestGold != 7 || rep.Coverage != 1 || rep.CoverageKept != 1 || rep.MeanKept != 2 || !slices.Equal(rep.Histogram, []int{0, 0, 7}) {
+		t.Errorf("APS held-out stats %+v", rep.SetStats)
+	}
+	if rep.Fixed.K != 3 || rep.Fixed.MeanKept != 3 || rep.Fixed.CoverageKept != 1 || rep.Fixed.Coverage != 1 {
+		t.Errorf("fixed stats %+v", rep.Fixed)
+	}
+	// Gold absent everywhere: E = 1, q̂ = 1, coverage 1 but nothing to keep.
+	for i := range qa {
+		qa[i].Question = "r0"
+	}
+	rep, err = Run(context.Background(), rankRetriever{}, qa, ContainsJudge{}, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.QHat != 1 || rep.Coverage != 1 || rep.TestGold != 0 || rep.CoverageKept != 0 || rep.GoldKept != 0 || rep.MeanKept != 3 {
+		t.Errorf("no-gold run: %+v", rep)
+	}
+	cfg.GoldOnly = true
+	if _, err := Run(context.Background(), rankRetriever{}, qa, ContainsJudge{}, cfg, nil); err == nil {
+		t.Error("gold-only without any gold: want an error")
+	}
+	// Too few calibration points for α: q̂ = +Inf keeps everything (clamped).
+	cfg.GoldOnly, cfg.N, cfg.Alpha = false, 3, 0.05
+	for i := range qa {
+		qa[i].Question = "r1"
+	}
+	rep, err = Run(context.Background(), rankRetriever{}, qa, ContainsJudge{}, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(rep)
+	if !math.IsInf(float64(rep.QHat), 1) || rep.MeanKept != 3 || !strings.Contains(string(b), `"qhat":"+Inf"`) {
+		t.Errorf("n = 3, α = 0.05: qhat %v mean kept %v json %s", rep.QHat, rep.MeanKept, b)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, mod := range []func(*Config){
+		func(c *Config) { c.TopK = 0 }, func(c *Config) { c.Alpha = 1 }, func(c *Config) { c.N = 0 },
+		func(c *Config) { c.Test = -1 }, func(c *Config) { c.FixedK = 0 }, func(c *Config) { c.APS.Temperature = 0 },
+	} {
+		c := DefaultConfig()
+		mod(&c)
+		if c.Validate() == nil {
+			t.Errorf("%+v: want an error", c)
+		}
+	}
+	qa := []QA{{ID: "a", Question: "r1", Answers: []string{"gold"}}}
+	if _, err := Run(context.Background(), rankRetriever{}, qa, ContainsJudge{}, DefaultConfig(), nil); err == nil {
+		t.Error("n ≥ number of questions: want an error")
+	}
+}
+
+var folder struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if folder.dir != "" {
+		os.RemoveAll(folder.dir)
+	}
+	os.Exit(code)
+}
+
+func bm25Retriever(t *testing.T) search.Retriever {
+	corpus := sharedtest.Path(t, "data", "corpus", "wiki18_harvested_10k.jsonl")
+	folder.once.Do(func() {
+		if folder.dir, folder.err = os.MkdirTemp("", "cas-calibrate-"); folder.err == nil {
+			_, folder.err = search.BuildBM25Folder(context.Background(), corpus, filepath.Join(folder.dir, "bm25"), search.DefaultBM25BuildOptions())
+		}
+	})
+	if folder.err != nil {
+		t.Fatal(folder.err)
+	}
+	r, _, err := search.OpenRetriever(filepath.Join(folder.dir, "bm25"), search.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// TestRunRealNQ calibrates on real BM25 retrieval over the 10k corpus with
+// 150 NQ questions and checks the held-out figures: the histogram matches
+// the test count and mean, coverage is near 1 − α, and a larger α keeps
+// fewer passages.
+func TestRunRealNQ(t *testing.T) {
+	r := bm25Retriever(t)
+	qa, err := LoadQA(sharedtest.Path(t, "data", "qa", "nq_test_1k.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prevMean float64 = 99
+	for _, alpha := range []float64{0.05, 0.2, 0.35} {
+		cfg := DefaultConfig()
+		cfg.Alpha, cfg.N, cfg.Seed, cfg.GoldOnly = alpha, 150, 1, true
+		cfg.APS.Temperature = 1
+		rep, err := Run(context.Background(), r, qa, ContainsJudge{}, cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("α=%.2f q̂=%.4f coverage %.3f coverage_kept %.3f mean kept %.2f (top-3 %.3f) test %d hist %v",
+			alpha, float64(rep.QHat), rep.Coverage, rep.CoverageKept, rep.MeanKept, rep.Fixed.CoverageKept, rep.Test, rep.Histogram)
+		sum, weighted := 0, 0
+		for k, c := range rep.Histogram {
+			sum += c
+			weighted += k * c
+		}
+		if sum != rep.Test || math.Abs(float64(weighted)/float64(sum)-rep.MeanKept) > 1e-12 {
+			t.Errorf("histogram %v does not match test %d / mean %v", rep.Histogram, rep.Test, rep.MeanKept)
+		}
+		if rep.Test < 500 || rep.TestGold != rep.Test || rep.SkippedNoGold < 200 {
+			t.Errorf("gold-only split: test %d gold %d skipped %d", rep.Test, rep.TestGold, rep.SkippedNoGold)
+		}
+		if rep.Coverage < 1-alpha-0.08 {
+			t.Errorf("α=%v: held-out coverage %.3f far below %.2f", alpha, rep.Coverage, 1-alpha)
+		}
+		if rep.MeanKept > prevMean || rep.MeanKept < 1 || rep.MeanKept > 5 {
+			t.Errorf("α=%v: mean kept %.2f (previous α: %.2f)", alpha, rep.MeanKept, prevMean)
+		}
+		prevMean = rep.MeanKept
+		if rep.Fixed.MeanKept != 3 {
+			t.Errorf("fixed top-3 mean kept %v", rep.Fixed.MeanKept)
+		}
+	}
+	// The official setting (no-gold questions score 1): with about a third of
+	// NQ's golds missing from this small corpus, q̂ = 1 for α = 0.2.
+	cfg := DefaultConfig()
+	cfg.N, cfg.Test = 150, 300
+	rep, err := Run(context.Background(), r, qa, ContainsJudge{}, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.QHat != 1 || rep.Coverage != 1 || rep.Test != 300 || rep.TestGold >= 300 || rep.CalGold >= 150 {
+		t.Errorf("official setting: %+v", rep)
+	}
+	if _, ok := any(conformal.JSONFloat(0)).(json.Marshaler); !ok {
+		t.Error("JSONFloat no longer marshals ±Inf")
+	}
+}

@@ -1,0 +1,158 @@
+package world
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// validResponse is METHOD.md's format rule: <think>…</think>, then any number
+// of (<search>…</search> <information>…</information> <think>…</think>),
+// then <answer>…</answer>, with only whitespace between tags.
+var validResponse = regexp.MustCompile(`^\s*<think>[^<]*</think>\s*(<search>[^<]*</search>\s*<information>(?s:.*?)</information>\s*<think>[^<]*</think>\s*)*<answer>[^<]*</answer>\s*$`)
+
+// goldRetriever returns, for each hop in turn, the hop's gold passages plus
+// extra distractors.
+func goldRetriever(w *World, q Question, extra int) Retriever {
+	byID := passageByID(w)
+	hop := 0
+	return func(query string) []Passage {
+		var docs []Passage
+		if hop < len(q.GoldIDs) && query == q.HopInfo[hop].Query {
+			for _, id := range q.GoldIDs[hop] {
+				docs = append(docs, byID[id])
+			}
+		}
+		docs = append(docs, w.Passages[:extra]...)
+		hop++
+		return docs
+	}
+}
+
+func TestScriptShape(t *testing.T) {
+	w := mustSmall(t)
+	seen := map[int]bool{}
+	for s := range NumSplits {
+		for _, q := range w.Splits[s] {
+			tr, err := Script(q, goldRetriever(w, q, 2), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			text := tr.Text()
+			if !validResponse.MatchString(text) {
+				t.Fatalf("%s: invalid response format:\n%s", q.ID, text)
+			}
+			if got := strings.Count(text, "<search>"); got != q.Hops || len(tr.Queries) != q.Hops {
+				t.Errorf("%s: %d searches for %d hops", q.ID, got, q.Hops)
+			}
+			if !tr.AllFound() {
+				t.Errorf("%s: gold retriever not recognised as found: %v", q.ID, tr.Found)
+			}
+			if want := "<answer>" + q.GoldenAnswers[0] + "</answer>"; !strings.HasSuffix(text, want) {
+				t.Errorf("%s: response does not end in %s", q.ID, want)
+			}
+			// Segments alternate policy text and retrieved blocks; policy
+			// segments before a retrieval stop at </search>.
+			retrieved := 0
+			for i, seg := range tr.Segments {
+				if seg.Retrieved {
+					retrieved++
+					if !strings.HasPrefix(seg.Text, "<information>") || i == 0 || !strings.HasSuffix(tr.Segments[i-1].Text, "</search>") {
+						t.Errorf("%s: segment %d misplaced", q.ID, i)
+					}
+				} else if strings.Contains(seg.Text, "<information>") {
+					t.Errorf("%s: policy segment %d holds retrieved text", q.ID, i)
+				}
+			}
+			if retrieved != q.Hops {
+				t.Errorf("%s: %d retrieved segments", q.ID, retrieved)
+			}
+			// The last think restates the final fact with the answer.
+			if last := tr.Segments[len(tr.Segments)-1].Text; !strings.Contains(last, q.HopInfo[q.Hops-1].Statement) {
+				t.Errorf("%s: last think %q lacks %q", q.ID, last, q.HopInfo[q.Hops-1].Statement)
+			}
+			seen[q.Hops] = true
+		}
+	}
+	if !seen[1] || !seen[2] {
+		t.Fatalf("hop counts seen: %v", seen)
+	}
+}
+
+func TestScriptReportsMissingGold(t *testing.T) {
+	w := mustSmall(t)
+	var q Question
+	for _, x := range w.Splits[Test] {
+		if x.Hops == 2 {
+			q = x
+			break
+		}
+	}
+	// Only the first hop finds its gold passage.
+	byID := passageByID(w)
+	calls := 0
+	tr, err := Script(q, func(string) []Passage {
+		calls++
+		if calls == 1 {
+			return []Passage{byID[q.GoldIDs[0][0]]}
+		}
+		return nil
+	}, func(docs []Passage) string { return fmt.Sprintf("<information>%d docs</information>", len(docs)) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.Found) != 2 || !tr.Found[0] || tr.Found[1] || tr.AllFound() {
+		t.Errorf("Found = %v, want [true false]", tr.Found)
+	}
+	if !strings.Contains(tr.Text(), "<information>1 docs</information>") || !strings.Contains(tr.Text(), "<information>0 docs</information>") {
+		t.Errorf("custom information renderer not used:\n%s", tr.Text())
+	}
+}
+
+func TestScriptRejectsMalformedQuestions(t *testing.T) {
+	tests := []struct {
+		name string
+		q    Question
+	}{
+		{"no hops", Question{ID: "a", GoldenAnswers: []string{"x"}, Hops: 1}},
+		{"hop count mismatch", Question{ID: "b", GoldenAnswers: []string{"x"}, Hops: 2, HopInfo: []Hop{{}}}},
+		{"no answer", Question{ID: "c", Hops: 1, HopInfo: []Hop{{}}}},
+	}
+	for _, tc := range tests {
+		if _, err := Script(tc.q, func(string) []Passage { return nil }, nil); err == nil {
+			t.Errorf("%s: no error", tc.name)
+		}
+	}
+}
+
+func ExampleScript() {
+	q := Question{
+		ID: "test_0", Question: "Where was the director of The Silent Harbor born?",
+		GoldenAnswers: []string{"Tarsk"}, Hops: 2, Type: "bridge",
+		GoldIDs: [][]string{{"7"}, {"3"}},
+		HopInfo: []Hop{
+			{Subject: "The Silent Harbor", Relation: "directed_by", Answer: "Dalmor Keswin", Query: "The Silent Harbor directed",
+				Need: "the director of The Silent Harbor", Statement: "The Silent Harbor was directed by Dalmor Keswin."},
+			{Subject: "Dalmor Keswin", Relation: "born_in", Answer: "Tarsk", Query: "Dalmor Keswin born",
+				Need: "the birthplace of Dalmor Keswin", Statement: "Dalmor Keswin was born in Tarsk."},
+		},
+	}
+	corpus := map[string]Passage{
+		"The Silent Harbor directed": {ID: "7", Title: "The Silent Harbor", Text: "The Silent Harbor is a 1987 drama film directed by Dalmor Keswin."},
+		"Dalmor Keswin born":         {ID: "3", Title: "Dalmor Keswin", Text: "Keswin was born in Tarsk in 1941."},
+	}
+	tr, _ := Script(q, func(query string) []Passage { return []Passage{corpus[query]} }, DefaultInformation)
+	fmt.Println(tr.Text())
+	fmt.Println(tr.Found)
+	// Output:
+	// <think>I need to find the director of The Silent Harbor first.</think>
+	// <search>The Silent Harbor directed</search><information>Doc 1 (Title: The Silent Harbor)
+	// The Silent Harbor is a 1987 drama film directed by Dalmor Keswin.</information>
+	// <think>The Silent Harbor was directed by Dalmor Keswin. Now I need to find the birthplace of Dalmor Keswin.</think>
+	// <search>Dalmor Keswin born</search><information>Doc 1 (Title: Dalmor Keswin)
+	// Keswin was born in Tarsk in 1941.</information>
+	// <think>Dalmor Keswin was born in Tarsk.</think>
+	// <answer>Tarsk</answer>
+	// [true true]
+}
