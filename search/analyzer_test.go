@@ -1,9 +1,12 @@
 package search
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cas-engine/cas/internal/sharedtest"
 )
 
 func TestAnalyzerDefault(t *testing.T) {
@@ -90,4 +93,51 @@ func BenchmarkAnalyze(b *testing.B) {
 	for b.Loop() {
 		dst = a.appendTerms(dst[:0], text, cache)
 	}
+}
+
+// TestASCIIWordsMatchUniseg: the ASCII fast path segments exactly as uniseg
+// does, on every passage of the 10k corpus (fields split at white space) and
+// on tricky strings.
+func TestASCIIWordsMatchUniseg(t *testing.T) {
+	check := func(s string) {
+		t.Helper()
+		var fast, ref []string
+		eachWord(s, func(w string) { fast = append(fast, w) })
+		uaxWords(s, func(w string) { ref = append(ref, w) })
+		if !slices.Equal(fast, ref) {
+			t.Fatalf("segmentation of %q:\n fast %q\n  ref %q", s, fast, ref)
+		}
+	}
+	for _, s := range []string{
+		"U.S.A. a.b.c 3.5.7 1,000,000 1;2 a:b a::b 'quoted' don't o'clock a1.5 1.a a.1 _x x_ ___ __a__",
+		"end. (paren) [x] {y} a--b a-b 4-5 $3.50 50% #tag @user a/b http://x.y/z?q=1&r=2 e.g. i.e., ...",
+		"tab\tnew\nline\r\ncr\vvt\fff", "a'b'c 1'2'3 a.'b", "x:1 1:x 12:30", "", "   ",
+		"Café MÜNCHEN – “quoted” 3.5 km²", "naïve co\u0301operate",
+	} {
+		check(s)
+	}
+	corpus := sharedtest.Path(t, "data", "corpus", "wiki18_harvested_10k.jsonl")
+	raw, err := os.ReadFile(corpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if d, err := ParseDocLine([]byte(line)); err == nil {
+			check(d.Contents)
+		}
+	}
+}
+
+func FuzzASCIIWords(f *testing.F) {
+	for _, s := range []string{"U.S.A. 3.5", "a:b 1,2", "x_y_", "a'.b", "1.'2"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var fast, ref []string
+		eachWord(s, func(w string) { fast = append(fast, w) })
+		uaxWords(s, func(w string) { ref = append(ref, w) })
+		if !slices.Equal(fast, ref) {
+			t.Fatalf("segmentation of %q: fast %q, uniseg %q", s, fast, ref)
+		}
+	})
 }

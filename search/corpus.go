@@ -498,7 +498,10 @@ func writeRetrievalFile(path string, data []byte) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	name := tmp.Name()
-	_, werr := tmp.Write(data)
+	werr := tmp.Chmod(0o644)
+	if werr == nil {
+		_, werr = tmp.Write(data)
+	}
 	if werr == nil {
 		werr = tmp.Sync()
 	}

@@ -86,5 +86,13 @@ func (r *DenseRetriever) Retrieve(ctx context.Context, queries []string, k int) 
 	return hitsFromRows(r.corpus, rows)
 }
 
-// Close closes the corpus file.
-func (r *DenseRetriever) Close() error { return r.corpus.Close() }
+// Close closes the corpus file and the vector index (when it has Close).
+func (r *DenseRetriever) Close() error {
+	err := r.corpus.Close()
+	if c, ok := r.vecs.(interface{ Close() error }); ok {
+		if cerr := c.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}

@@ -235,3 +235,152 @@ func BuildBM25(ctx context.Context, c *Corpus, a *Analyzer, p BM25Params, worker
 	}
 	return b.Finish(), nil
 }
+
+// DenseBuildOptions configure BuildDenseFolder.
+type DenseBuildOptions struct {
+	Encoder       Encoder // passage encoder (E5)
+	EncoderPath   string  // recorded in settings.json (where `cas serve` finds the model)
+	TokenizerPath string  // recorded in settings.json
+	MaxLength     int     // recorded in settings.json (0: the encoder's default)
+	// Embed configures the resumable embedding pass (Prefix defaults to
+	// "passage: "; QueryPrefix below to "query: ").
+	Embed       EmbedOptions
+	QueryPrefix string
+	// NList > 0 builds an IVF index with that many lists (trained on up to
+	// TrainSize vectors, default 256·NList); 0 builds an exact Flat index.
+	NList     int
+	NProbe    int
+	TrainSize int           // vectors sampled for training (IVF: 256·NList, SQ8 flat: 65,536)
+	KMeans    KMeansOptions // IVF coarse-quantizer training
+	Encoding  Encoding      // F32, F16 or SQ8
+	Progress  io.Writer
+}
+
+// VectorsDir is the vector index's folder inside a dense index folder, and
+// EmbeddingsDir the resumable embedding chunks'.
+const (
+	VectorsDir    = "vectors"
+	EmbeddingsDir = "embeddings"
+)
+
+// BuildDenseFolder embeds a corpus with opt.Encoder (resumably, in chunks
+// under dir/embeddings) and indexes the vectors (inner product) into
+// dir/vectors, then writes settings.json. Rerunning after an interruption
+// reuses the offsets and every finished embedding chunk.
+func BuildDenseFolder(ctx context.Context, corpusPath, dir string, opt DenseBuildOptions) (FolderSettings, error) {
+	if opt.Encoder == nil {
+		return FolderSettings{}, errors.New("dense build: no encoder")
+	}
+	if opt.Embed.Prefix == "" {
+		opt.Embed.Prefix = E5PassagePrefix
+	}
+	if opt.QueryPrefix == "" {
+		opt.QueryPrefix = E5QueryPrefix
+	}
+	if opt.Embed.Progress == nil {
+		opt.Embed.Progress = opt.Progress
+	}
+	if opt.Embed.Encoder == "" {
+		opt.Embed.Encoder = opt.EncoderPath
+	}
+	abs, err := filepath.Abs(corpusPath)
+	if err != nil {
+		return FolderSettings{}, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return FolderSettings{}, fmt.Errorf("create index folder: %w", err)
+	}
+	offs := filepath.Join(dir, OffsetsFile)
+	c, err := OpenCorpus(abs, offs)
+	if err != nil {
+		if c, err = BuildCorpusOffsets(abs, offs, opt.Progress); err != nil {
+			return FolderSettings{}, err
+		}
+	}
+	defer c.Close()
+	chunks, err := EmbedCorpus(ctx, c, opt.Encoder, filepath.Join(dir, EmbeddingsDir), opt.Embed)
+	if err != nil {
+		return FolderSettings{}, err
+	}
+	ix, err := indexChunks(chunks, opt)
+	if err != nil {
+		return FolderSettings{}, err
+	}
+	if err := SaveIndex(ix, filepath.Join(dir, VectorsDir)); err != nil {
+		return FolderSettings{}, err
+	}
+	ix.Close()
+	s := FolderSettings{
+		Kind: KindDense, Corpus: abs, Offsets: OffsetsFile, Docs: c.Len(),
+		Dense: &DenseSettings{
+			Encoder: opt.EncoderPath, Tokenizer: opt.TokenizerPath,
+			QueryPrefix: opt.QueryPrefix, PassagePrefix: opt.Embed.Prefix,
+			Dim: chunks.Dim, VectorIndex: VectorsDir, MaxLength: opt.MaxLength,
+		},
+	}
+	if err := WriteFolderSettings(dir, s); err != nil {
+		return FolderSettings{}, err
+	}
+	return s, nil
+}
+
+// indexChunks trains (IVF, SQ8) on an evenly spaced sample and adds every
+// chunk in row order, so vector ids are corpus rows.
+func indexChunks(chunks EmbeddingChunks, opt DenseBuildOptions) (Index, error) {
+	var (
+		ix  Index
+		err error
+	)
+	if opt.NList > 0 {
+		ix, err = NewIVF(chunks.Dim, opt.NList, IVFOptions{Metric: InnerProduct, Encoding: opt.Encoding, NProbe: opt.NProbe, KMeans: opt.KMeans, Progress: opt.Progress})
+	} else {
+		var f *Flat
+		if f, err = NewFlat(chunks.Dim, InnerProduct, opt.Encoding); err == nil {
+			f.Reserve(chunks.Len())
+			ix = f
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !ix.IsTrained() {
+		want := opt.TrainSize
+		if want <= 0 {
+			want = 1 << 16
+			if opt.NList > 0 {
+				want = 256 * opt.NList
+			}
+		}
+		want = min(want, chunks.Len())
+		step := max(chunks.Len()/want, 1)
+		sample := make([]float32, 0, want*chunks.Dim)
+		row := 0
+		for i := range chunks.Files {
+			x, err := chunks.Read(i)
+			if err != nil {
+				return nil, err
+			}
+			for j := 0; j < chunks.Rows[i]; j, row = j+1, row+1 {
+				if row%step == 0 && len(sample) < want*chunks.Dim {
+					sample = append(sample, x[j*chunks.Dim:(j+1)*chunks.Dim]...)
+				}
+			}
+		}
+		if err := ix.Train(sample); err != nil {
+			return nil, fmt.Errorf("train vector index: %w", err)
+		}
+	}
+	bar := newRetrievalCountBar(opt.Progress, int64(chunks.Len()), "index vectors")
+	defer bar.Finish()
+	for i := range chunks.Files {
+		x, err := chunks.Read(i)
+		if err != nil {
+			return nil, err
+		}
+		if err := ix.Add(nil, x); err != nil {
+			return nil, fmt.Errorf("add chunk %d: %w", i, err)
+		}
+		bar.Add(chunks.Rows[i])
+	}
+	return ix, nil
+}

@@ -16,7 +16,8 @@ import (
 
 // LoadConfig describes an open-loop load test against a retrieval server.
 // It is loopback-only and bounded: the URL must resolve to a loopback
-// address, Duration is capped at MaxLoadDuration, and at most MaxInFlight
+// address, Duration and the request count are capped (MaxLoadDuration,
+// MaxLoadRequests), and at most MaxInFlight
 // requests are outstanding (a request that would exceed it counts as an
 // error, so an overloaded server fails the test instead of being hidden).
 type LoadConfig struct {
@@ -30,8 +31,11 @@ type LoadConfig struct {
 	Timeout           time.Duration // per request (default 30 s)
 }
 
-// MaxLoadDuration caps one load test.
-const MaxLoadDuration = 10 * time.Minute
+// MaxLoadDuration and MaxLoadRequests cap one load test.
+const (
+	MaxLoadDuration = 10 * time.Minute
+	MaxLoadRequests = 2_000_000
+)
 
 // LoadReport is the outcome of RunLoad. Latency is measured from each
 // request's scheduled send time, so a server that falls behind shows it
@@ -99,6 +103,8 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadReport, error) {
 		return LoadReport{}, fmt.Errorf("load test: duration %v outside (0, %v]", cfg.Duration, MaxLoadDuration)
 	case cfg.TopK < 1:
 		return LoadReport{}, fmt.Errorf("load test: topk %d < 1", cfg.TopK)
+	case cfg.Rate*cfg.Duration.Seconds() > MaxLoadRequests:
+		return LoadReport{}, fmt.Errorf("load test: %.0f requests exceed the cap of %d", cfg.Rate*cfg.Duration.Seconds(), MaxLoadRequests)
 	}
 	qpr := max(cfg.QueriesPerRequest, 1)
 	inflight := cfg.MaxInFlight
@@ -239,4 +245,61 @@ func RunRamp(ctx context.Context, cfg RampConfig, log io.Writer) ([]LoadReport, 
 		rate *= cfg.Factor
 	}
 	return reports, best, nil
+}
+
+// ServeBenchConfig configures ServeBench.
+type ServeBenchConfig struct {
+	Server            ServerConfig
+	Rate              float64       // the sustained test's requests/s (paper: 120)
+	Duration          time.Duration // its length (paper: 30 s)
+	TopK              int
+	QueriesPerRequest int
+	// Ramp, when MaxSteps > 0, then searches for the highest rate held.
+	Ramp RampConfig
+}
+
+// ServeBenchReport is the outcome of ServeBench.
+type ServeBenchReport struct {
+	Sustained LoadReport   `json:"sustained"`
+	Ramp      []LoadReport `json:"ramp,omitempty"`
+	MaxHeld   float64      `json:"max_rate_held"` // queries/s, 0 without a ramp
+	Addr      string       `json:"addr"`
+}
+
+// ServeBench serves r on an ephemeral loopback port, runs the sustained load
+// test and the optional ramp against it, and shuts the server down.
+func ServeBench(ctx context.Context, r Retriever, queries []string, cfg ServeBenchConfig, log io.Writer) (ServeBenchReport, error) {
+	srv, err := NewServer(r, cfg.Server)
+	if err != nil {
+		return ServeBenchReport{}, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		srv.Close()
+		return ServeBenchReport{}, fmt.Errorf("listen on loopback: %w", err)
+	}
+	sctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(sctx, ln, 5*time.Second) }()
+	defer func() {
+		stop()
+		<-served
+	}()
+	url := "http://" + ln.Addr().String()
+	rep := ServeBenchReport{Addr: ln.Addr().String()}
+	lc := LoadConfig{URL: url, Queries: queries, Rate: cfg.Rate, Duration: cfg.Duration, TopK: cfg.TopK, QueriesPerRequest: cfg.QueriesPerRequest}
+	if rep.Sustained, err = RunLoad(ctx, lc); err != nil {
+		return rep, err
+	}
+	if log != nil {
+		fmt.Fprintln(log, rep.Sustained)
+	}
+	if cfg.Ramp.MaxSteps > 0 {
+		rc := cfg.Ramp
+		rc.Load = lc
+		if rep.Ramp, rep.MaxHeld, err = RunRamp(ctx, rc, log); err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
 }

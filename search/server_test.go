@@ -377,3 +377,35 @@ func FuzzDecodeRetrieveRequest(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkServerRoundTrip measures one single-query /retrieve call through
+// HTTP (client encode, server decode, batching queue, BM25 top-3, response)
+// over the 10k-passage index.
+func BenchmarkServerRoundTrip(b *testing.B) {
+	r := openBM25_10k(b)
+	s, err := NewServer(r, DefaultServerConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ts := httptest.NewServer(s.Handler())
+	defer ts.Close()
+	c := NewClient(ts.URL)
+	queries := []string{"who played bat masterson in the movie tombstone"}
+	for b.Loop() {
+		if _, err := c.Retrieve(context.Background(), queries, 3); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeRetrieveRequest(b *testing.B) {
+	body := []byte(`{"queries": ["who played bat masterson in the movie tombstone", "who told the story of the prodigal son"], "topk": 3, "return_scores": true}`)
+	cfg := DefaultServerConfig()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, err := DecodeRetrieveRequest(body, cfg); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

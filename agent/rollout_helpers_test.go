@@ -1,0 +1,312 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/cas-engine/cas/internal/sharedtest"
+	"github.com/cas-engine/cas/model/backend"
+	"github.com/cas-engine/cas/model/qwen"
+	"github.com/cas-engine/cas/model/tokenizer"
+	"github.com/cas-engine/cas/search"
+)
+
+// pieceTok is a tokenizer for the tiny golden models (vocabulary 384, far
+// below any real tokenizer's): ids 0–255 are bytes, ids 256 … vocab−2 are
+// pieces — the fixed parts of the prompts and observations, then tags and
+// corpus words cycled to fill the range — and vocab−1 is the special EOS
+// "<|im_end|>". Encode matches the longest piece at each position and falls
+// back to bytes, so prompts are short; a random model sampling
+// near-uniformly writes tags often, hence searches and answers.
+type pieceTok struct {
+	vocab  int
+	family string
+}
+
+var fixedPieces = []string{
+	QwenSystemPrompt, Instruction, DirectInstruction, RAGInstruction, InvalidActionMessage,
+	"<|im_start|>system\n", "<|im_end|>\n<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n",
+	"<|im_start|>user\n", "<think>\n\n</think>\n\n", "\nQuestion: ", "<information>", "</information>",
+	"Doc ", " (Title: ", ")\n",
+}
+
+var tinyPieces = []string{
+	"<search>", " south", "</search>", "<answer>", " world", "</answer>",
+	"<think>", " family", "</think>", " California", " school", " state",
+}
+
+func (p pieceTok) eos() int { return p.vocab - 1 }
+
+// piece returns the text of a piece id (256 ≤ id < eos).
+func (p pieceTok) piece(id int) string {
+	i := id - 256
+	if i < len(fixedPieces) {
+		return fixedPieces[i]
+	}
+	return tinyPieces[(i-len(fixedPieces))%len(tinyPieces)]
+}
+
+func (p pieceTok) Encode(text string) []int {
+	var out []int
+	for i := 0; i < len(text); {
+		best, bestLen := int(text[i]), 1
+		for id := 256; id < p.eos(); id++ {
+			if pc := p.piece(id); len(pc) > bestLen && strings.HasPrefix(text[i:], pc) {
+				best, bestLen = id, len(pc)
+			}
+		}
+		out = append(out, best)
+		i += bestLen
+	}
+	return out
+}
+
+func (p pieceTok) Decode(ids []int, skipSpecial bool) string {
+	var b strings.Builder
+	for _, id := range ids {
+		switch {
+		case id >= 0 && id < 256:
+			b.WriteByte(byte(id))
+		case id == p.eos():
+			if !skipSpecial {
+				b.WriteString("<|im_end|>")
+			}
+		case id >= 256 && id < p.eos():
+			b.WriteString(p.piece(id))
+		}
+	}
+	return b.String()
+}
+
+func (p pieceTok) Family() string { return p.family }
+
+// tinyModel loads a golden tiny model once per test binary.
+var tinyModels sync.Map // name → *qwen.Model
+
+var tinyBackend = sync.OnceValues(backend.New)
+
+func tinyModel(t testing.TB, name string) *qwen.Model {
+	t.Helper()
+	dir := filepath.Dir(sharedtest.Path(t, "golden", name, "config.json"))
+	if m, ok := tinyModels.Load(name); ok {
+		return m.(*qwen.Model)
+	}
+	be, err := tinyBackend()
+	if err != nil {
+		t.Fatalf("backend: %v", err)
+	}
+	m, err := qwen.Load(dir, be, qwen.LoadOptions{})
+	if err != nil {
+		t.Fatalf("load %s: %v", name, err)
+	}
+	tinyModels.Store(name, m)
+	return m
+}
+
+// testCorpus is a small BM25 retriever over the first n passages of the
+// shared wiki-18 sample, plus the passages by id.
+type testCorpus struct {
+	retriever *search.BM25Retriever
+	contents  map[string]string
+}
+
+var corpusOnce sync.Map // n → *testCorpus
+
+func bm25Corpus(t testing.TB, n int) *testCorpus {
+	t.Helper()
+	src := sharedtest.Path(t, "data", "corpus", "wiki18_sample_1k.jsonl")
+	if c, ok := corpusOnce.Load(n); ok {
+		return c.(*testCorpus)
+	}
+	f, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dir, err := os.MkdirTemp("", "agent-bm25-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "corpus.jsonl")
+	var lines []string
+	contents := map[string]string{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for len(lines) < n && sc.Scan() {
+		var d struct {
+			ID       string `json:"id"`
+			Contents string `json:"contents"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &d); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, sc.Text())
+		contents[d.ID] = d.Contents
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	corpus, err := search.BuildCorpusOffsets(path, filepath.Join(dir, "offsets.bin"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	an, err := search.NewAnalyzer(search.DefaultAnalyzerSettings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := search.NewBM25Builder(an, search.DefaultBM25Params())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range lines {
+		d, err := search.ParseDocLine([]byte(l))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.AddText(d.Contents)
+	}
+	r, err := search.NewBM25Retriever(b.Finish(), corpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &testCorpus{retriever: r, contents: contents}
+	corpusOnce.Store(n, c)
+	return c
+}
+
+// scriptPolicy is a Policy whose sessions write scripted text through the
+// same rollout code path as a model: next(question, gen) gives the text of
+// the gen-th generation (1-based) of a row whose prompt asks question, and
+// how it ends (qwen.FinishEOS appends the EOS id). Generation stops after
+// the token completing a stop string, as the model's does. Every token's
+// log-prob is −(gen + position/1000), so tests can check where each one
+// landed. Sessions record what was appended, to check that only new tokens
+// are fed.
+type scriptPolicy struct {
+	tok    Tokenizer
+	eos    int
+	vocab  int
+	maxCtx int
+	next   func(question string, gen int) (string, qwen.FinishReason)
+
+	mu       sync.Mutex
+	sessions []*scriptSession
+}
+
+func (p *scriptPolicy) NewSession(batch, capacity int, seed uint64) (Session, error) {
+	s := &scriptSession{p: p, seqs: make([][]int, batch), gens: make([]int, batch)}
+	p.mu.Lock()
+	p.sessions = append(p.sessions, s)
+	p.mu.Unlock()
+	return s, nil
+}
+
+func (p *scriptPolicy) MaxContext() int { return p.maxCtx }
+func (p *scriptPolicy) VocabSize() int  { return p.vocab }
+
+type scriptSession struct {
+	p       *scriptPolicy
+	seqs    [][]int // everything fed or generated, per row
+	gens    []int
+	appends int
+	closed  bool
+}
+
+func (s *scriptSession) Append(tokens [][]int) error {
+	if len(tokens) != len(s.seqs) {
+		return fmt.Errorf("append: %d rows for %d", len(tokens), len(s.seqs))
+	}
+	s.appends++
+	for b, ids := range tokens {
+		s.seqs[b] = append(s.seqs[b], ids...)
+	}
+	return nil
+}
+
+// question extracts the question from a row's prompt text.
+func (s *scriptSession) question(b int) string {
+	text := s.p.tok.Decode(s.seqs[b], true)
+	i := strings.LastIndex(text, "Question: ")
+	if i < 0 {
+		return ""
+	}
+	q := text[i+len("Question: "):]
+	if j := strings.IndexAny(q, "\n<"); j >= 0 {
+		q = q[:j]
+	}
+	return q
+}
+
+func (s *scriptSession) Generate(opts qwen.GenerateOptions, active []bool) ([]qwen.Result, error) {
+	out := make([]qwen.Result, len(s.seqs))
+	for b := range s.seqs {
+		if active != nil && !active[b] {
+			continue
+		}
+		s.gens[b]++
+		text, fin := s.p.next(s.question(b), s.gens[b])
+		ids := s.p.tok.Encode(text)
+		if fin == qwen.FinishEOS {
+			ids = append(ids, s.p.eos)
+		}
+		r := qwen.Result{Finish: fin}
+		for i := 1; i <= len(ids); i++ {
+			if i > opts.MaxNewTokens {
+				r.Finish = qwen.FinishLength
+				ids = ids[:opts.MaxNewTokens]
+				break
+			}
+			tail := opts.Decode(ids[:i])
+			stopped := false
+			for _, st := range opts.Stop {
+				if strings.Contains(tail, st) {
+					r.Finish, r.StopString, stopped = qwen.FinishStop, st, true
+				}
+			}
+			if stopped {
+				ids = ids[:i]
+				break
+			}
+		}
+		r.IDs = ids
+		for i := range ids {
+			r.LogProbs = append(r.LogProbs, -float32(s.gens[b])-float32(i)/1000)
+		}
+		s.seqs[b] = append(s.seqs[b], ids...)
+		out[b] = r
+	}
+	return out, nil
+}
+
+func (s *scriptSession) Close() { s.closed = true }
+
+// retrieverFunc adapts a function to search.Retriever.
+type retrieverFunc func(ctx context.Context, queries []string, k int) ([][]search.Hit, error)
+
+func (f retrieverFunc) Retrieve(ctx context.Context, queries []string, k int) ([][]search.Hit, error) {
+	return f(ctx, queries, k)
+}
+
+// qwen3Tok loads the real Qwen3 tokenizer.
+var qwen3TokOnce sync.Map
+
+func qwen3Tok(t testing.TB) *tokenizer.Tokenizer {
+	t.Helper()
+	p := sharedtest.Path(t, "tokenizers", "qwen3", "tokenizer.json")
+	if v, ok := qwen3TokOnce.Load(p); ok {
+		return v.(*tokenizer.Tokenizer)
+	}
+	tok, err := tokenizer.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qwen3TokOnce.Store(p, tok)
+	return tok
+}

@@ -1,0 +1,597 @@
+// Package cpubench measures CPU execution speed (`cas bench cpu`): GEMM
+// throughput of the tensor kernels against the measured FMA peak of the
+// same cores, GoMLX's DotGeneral on the pure-Go and gocpu backends, and
+// forward, training-step and decoding speed of Qwen-shaped models on both
+// backends next to the same model in PyTorch on the same number of threads
+// (../shared/bench/torch_qwen_peer.py).
+//
+// It sits at the end of the data flow (bench): it uses tensor, model/qwen
+// and model/cpubackend and nothing uses it.
+package cpubench
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/backends/simplego"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gomlx/pkg/ml/train/optimizers"
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/cas-engine/cas/model/cpubackend"
+	"github.com/cas-engine/cas/model/qwen"
+	"github.com/cas-engine/cas/tensor"
+)
+
+// ModelSpec names a model configuration to benchmark.
+type ModelSpec struct {
+	Name   string
+	Config *qwen.Config
+}
+
+// Qwen3 configurations of about 4M and 25M parameters (tied embeddings,
+// grouped-query attention), the sizes the issue benchmarks.
+var (
+	Qwen4M = &qwen.Config{
+		Architectures: []string{"Qwen3ForCausalLM"}, ModelType: "qwen3",
+		VocabSize: 4096, HiddenSize: 256, IntermediateSize: 704, NumHiddenLayers: 4,
+		NumAttentionHeads: 4, NumKeyValueHeads: 2, HeadDim: 64, HiddenAct: "silu",
+		RMSNormEps: 1e-6, RopeTheta: 1e6, TieWordEmbeddings: true, MaxPositionEmbeddings: 4096,
+	}
+	Qwen25M = &qwen.Config{
+		Architectures: []string{"Qwen3ForCausalLM"}, ModelType: "qwen3",
+		VocabSize: 16384, HiddenSize: 512, IntermediateSize: 1408, NumHiddenLayers: 6,
+		NumAttentionHeads: 8, NumKeyValueHeads: 2, HeadDim: 64, HiddenAct: "silu",
+		RMSNormEps: 1e-6, RopeTheta: 1e6, TieWordEmbeddings: true, MaxPositionEmbeddings: 4096,
+	}
+)
+
+// DefaultModels are benchmarked when Options.Models is empty.
+func DefaultModels() []ModelSpec {
+	return []ModelSpec{{"qwen3-4M", Qwen4M}, {"qwen3-25M", Qwen25M}}
+}
+
+// LoadModelSpec reads a Hugging Face config.json (or a folder holding one).
+func LoadModelSpec(path string) (ModelSpec, error) {
+	dir := path
+	if st, err := os.Stat(path); err == nil && !st.IsDir() {
+		dir = filepath.Dir(path)
+		if filepath.Base(path) != "config.json" {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return ModelSpec{}, fmt.Errorf("load %s: %w", path, err)
+			}
+			cfg, err := qwen.ParseConfig(data)
+			if err != nil {
+				return ModelSpec{}, fmt.Errorf("load %s: %w", path, err)
+			}
+			return ModelSpec{Name: strings.TrimSuffix(filepath.Base(path), ".json"), Config: cfg}, nil
+		}
+	}
+	cfg, err := qwen.LoadConfig(dir)
+	if err != nil {
+		return ModelSpec{}, err
+	}
+	return ModelSpec{Name: filepath.Base(dir), Config: cfg}, nil
+}
+
+// Options configure Run; zero fields take the defaults noted.
+type Options struct {
+	// Threads is GOMAXPROCS during the run and the PyTorch thread count
+	// (default: GOMAXPROCS).
+	Threads int
+	// Sizes are the square GEMM sizes (default 256, 512, 1024, 2048).
+	Sizes []int
+	// MinTime is the least time spent per GEMM measurement (default 1 s).
+	MinTime time.Duration
+	// Models to run (default DefaultModels); none with SkipModels.
+	Models     []ModelSpec
+	SkipModels bool
+	// Batch × SeqLen tokens per forward pass and training step (default
+	// 8 × 256, the peer's defaults); Steps timed training steps (default 3).
+	Batch, SeqLen, Steps int
+	// DecodeTokens generated per decode measurement after a 64-token
+	// prompt (default 32).
+	DecodeTokens int
+	// Plain also runs the models' forward pass and training step on
+	// GoMLX's pure-Go backend (decode always runs on both).
+	Plain bool
+	// PeerScript is torch_qwen_peer.py (empty: no peer); Python runs it
+	// (default /usr/bin/python3).
+	PeerScript, Python string
+	// Log receives the progress bar and notes (nil: silent).
+	Log io.Writer
+}
+
+func (o *Options) defaults() {
+	if o.Threads <= 0 {
+		o.Threads = runtime.GOMAXPROCS(0)
+	}
+	if len(o.Sizes) == 0 {
+		o.Sizes = []int{256, 512, 1024, 2048}
+	}
+	if o.MinTime <= 0 {
+		o.MinTime = time.Second
+	}
+	if len(o.Models) == 0 && !o.SkipModels {
+		o.Models = DefaultModels()
+	}
+	if o.SkipModels {
+		o.Models = nil
+	}
+	if o.Batch <= 0 {
+		o.Batch = 8
+	}
+	if o.SeqLen <= 1 {
+		o.SeqLen = 256
+	}
+	if o.Steps <= 0 {
+		o.Steps = 3
+	}
+	if o.DecodeTokens <= 0 {
+		o.DecodeTokens = 32
+	}
+	if o.Python == "" {
+		o.Python = "/usr/bin/python3"
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+}
+
+// Report holds everything one run measured.
+type Report struct {
+	Date       time.Time
+	CPU        string
+	Threads    int
+	GoVersion  string
+	Kernels    string
+	LoadBefore float64 // 1-minute load average at the start and the end
+	LoadAfter  float64
+	// FMA peaks in GFLOP/s on all threads and on one: register-only FMAs
+	// (the hardware limit) and vek32.Dot on L1-resident vectors.
+	PeakFMA, PeakFMA1, PeakVek, PeakVek1 float64
+	GEMM                                 []GEMMRow
+	Models                               []ModelRow
+}
+
+// GEMMRow is one matrix product measurement.
+type GEMMRow struct {
+	Name    string
+	M, N, K int
+	GFLOPS  float64
+	Threads int
+}
+
+// ModelRow is one model configuration.
+type ModelRow struct {
+	Name          string
+	Params        int64
+	Batch, SeqLen int
+	Fast, Plain   ModelFigures
+	Peer          *PeerFigures
+	PeerErr       string
+}
+
+// ModelFigures are one backend's measurements (zero: not measured).
+type ModelFigures struct {
+	ForwardS, ForwardTokS float64
+	TrainStepS            float64
+	DecodeTokS            float64
+}
+
+// PeerFigures is the JSON line of torch_qwen_peer.py.
+type PeerFigures struct {
+	Peer        string  `json:"peer"`
+	Threads     int     `json:"threads"`
+	Params      int64   `json:"params"`
+	Batch       int     `json:"batch"`
+	SeqLen      int     `json:"seqlen"`
+	ForwardS    float64 `json:"forward_s"`
+	ForwardTokS float64 `json:"forward_tokens_per_s"`
+	TrainStepS  float64 `json:"train_step_s"`
+	TrainTokS   float64 `json:"train_tokens_per_s"`
+}
+
+// Run performs every measurement of opt.
+func Run(opt Options) (*Report, error) {
+	opt.defaults()
+	prev := runtime.GOMAXPROCS(opt.Threads)
+	defer runtime.GOMAXPROCS(prev)
+	r := &Report{
+		Date: time.Now(), CPU: cpuModel(), Threads: opt.Threads, GoVersion: runtime.Version(),
+		Kernels: tensor.GemmKernelName(), LoadBefore: loadAverage(),
+	}
+	total := 2 + len(opt.Sizes) + len(decodeShapes) + 2 + len(opt.Models)*4
+	bar := progressbar.NewOptions(total, progressbar.OptionSetWriter(opt.Log), progressbar.OptionSetDescription("bench cpu"),
+		progressbar.OptionShowCount(), progressbar.OptionClearOnFinish())
+	defer bar.Finish()
+	step := func(what string) {
+		bar.Describe(what)
+		bar.Add(1)
+	}
+
+	r.PeakFMA = tensor.FMAPeak(opt.Threads, opt.MinTime/2)
+	r.PeakFMA1 = tensor.FMAPeak(1, opt.MinTime/2)
+	step("FMA peak")
+	r.PeakVek = tensor.VekDotPeak(opt.Threads, opt.MinTime/2)
+	r.PeakVek1 = tensor.VekDotPeak(1, opt.MinTime/2)
+	step("vek peak")
+
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, n := range opt.Sizes {
+		g := measureGEMM(rng, fmt.Sprintf("%d³ x·Wᵀ", n), n, n, n, opt.Threads, opt.MinTime)
+		r.GEMM = append(r.GEMM, g)
+		step(g.Name)
+	}
+	if len(opt.Sizes) > 0 {
+		n := 1024
+		g := measureGEMM(rng, "1024³ x·Wᵀ, 1 thread", n, n, n, 1, opt.MinTime)
+		r.GEMM = append(r.GEMM, g)
+	}
+	for _, s := range decodeShapes {
+		g := measureGEMM(rng, fmt.Sprintf("decode M=%d, %d×%d", s[0], s[1], s[2]), s[0], s[1], s[2], opt.Threads, opt.MinTime)
+		r.GEMM = append(r.GEMM, g)
+		step(g.Name)
+	}
+	for _, name := range []string{"go", cpubackend.BackendName} {
+		g, err := measureDotGeneral(rng, name, 1024, opt.MinTime)
+		if err != nil {
+			return nil, fmt.Errorf("DotGeneral on %s: %w", name, err)
+		}
+		r.GEMM = append(r.GEMM, g)
+		step(g.Name)
+	}
+
+	for _, ms := range opt.Models {
+		row, err := measureModel(ms, &opt, step)
+		if err != nil {
+			return nil, fmt.Errorf("model %s: %w", ms.Name, err)
+		}
+		r.Models = append(r.Models, *row)
+	}
+	r.LoadAfter = loadAverage()
+	return r, nil
+}
+
+// decodeShapes are (M, N, K) products of decoding: Qwen2.5-0.5B's MLP
+// projections for 1 and 8 rows.
+var decodeShapes = [][3]int{{1, 4864, 896}, {1, 896, 4864}, {8, 4864, 896}, {8, 896, 4864}}
+
+// timeIt runs f once to warm up, then repeatedly until minTime has passed
+// (at least once more), and returns the fastest run.
+func timeIt(minTime time.Duration, f func() error) (time.Duration, error) {
+	if err := f(); err != nil {
+		return 0, err
+	}
+	best := time.Duration(math.MaxInt64)
+	start := time.Now()
+	for time.Since(start) < minTime || best == time.Duration(math.MaxInt64) {
+		t0 := time.Now()
+		if err := f(); err != nil {
+			return 0, err
+		}
+		best = min(best, time.Since(t0))
+	}
+	return best, nil
+}
+
+func randF32(rng *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	return x
+}
+
+func measureGEMM(rng *rand.Rand, name string, m, n, k, threads int, minTime time.Duration) GEMMRow {
+	a, w := randF32(rng, m*k), randF32(rng, n*k)
+	out := make([]float32, m*n)
+	d, _ := timeIt(minTime, func() error {
+		tensor.MatMulT(out, a, w, m, n, k, threads)
+		return nil
+	})
+	return GEMMRow{Name: name, M: m, N: n, K: k, Threads: threads, GFLOPS: 2 * float64(m) * float64(n) * float64(k) / d.Seconds() / 1e9}
+}
+
+// measureDotGeneral times GoMLX's x·Wᵀ (DotGeneral contracting the last
+// axes) of size n³ on the named backend.
+func measureDotGeneral(rng *rand.Rand, name string, n int, minTime time.Duration) (GEMMRow, error) {
+	var be backends.Backend
+	var err error
+	if name == "go" {
+		be, err = simplego.New("")
+	} else {
+		be, err = cpubackend.New("")
+	}
+	if err != nil {
+		return GEMMRow{}, err
+	}
+	defer be.Finalize()
+	exec, err := graph.NewExec(be, func(x, w *graph.Node) *graph.Node {
+		return graph.DotGeneral(x, []int{1}, nil, w, []int{1}, nil)
+	})
+	if err != nil {
+		return GEMMRow{}, err
+	}
+	x := tensors.FromFlatDataAndDimensions(randF32(rng, n*n), n, n)
+	w := tensors.FromFlatDataAndDimensions(randF32(rng, n*n), n, n)
+	d, err := timeIt(minTime, func() error {
+		out, err := exec.Exec(x, w)
+		if err != nil {
+			return err
+		}
+		out[0].FinalizeAll()
+		return nil
+	})
+	if err != nil {
+		return GEMMRow{}, err
+	}
+	return GEMMRow{Name: fmt.Sprintf("GoMLX DotGeneral %d³, backend %s", n, name), M: n, N: n, K: n,
+		Threads: runtime.GOMAXPROCS(0), GFLOPS: 2 * float64(n) * float64(n) * float64(n) / d.Seconds() / 1e9}, nil
+}
+
+func measureModel(ms ModelSpec, opt *Options, step func(string)) (*ModelRow, error) {
+	row := &ModelRow{Name: ms.Name, Params: ms.Config.NumParameters(), Batch: opt.Batch, SeqLen: opt.SeqLen}
+	fast, err := cpubackend.New("")
+	if err != nil {
+		return nil, err
+	}
+	plain, err := simplego.New("")
+	if err != nil {
+		return nil, err
+	}
+	defer fast.Finalize()
+	defer plain.Finalize()
+
+	if err := modelFigures(ms.Config, fast, opt, true, &row.Fast); err != nil {
+		return nil, fmt.Errorf("%s backend: %w", cpubackend.BackendName, err)
+	}
+	step(ms.Name + " gocpu")
+	if err := modelFigures(ms.Config, plain, opt, opt.Plain, &row.Plain); err != nil {
+		return nil, fmt.Errorf("go backend: %w", err)
+	}
+	step(ms.Name + " go")
+	if opt.PeerScript != "" {
+		row.Peer, err = RunPeer(opt.Python, opt.PeerScript, ms.Config, opt.Batch, opt.SeqLen, opt.Threads, opt.Steps)
+		if err != nil {
+			row.PeerErr = err.Error()
+			fmt.Fprintf(opt.Log, "\nbench cpu: PyTorch peer for %s: %v\n", ms.Name, err)
+		}
+	}
+	step(ms.Name + " peer")
+	step(ms.Name)
+	return row, nil
+}
+
+// modelFigures measures decode speed and, with full, the forward pass and
+// the training step of a random model of cfg on backend be.
+func modelFigures(cfg *qwen.Config, be backends.Backend, opt *Options, full bool, f *ModelFigures) error {
+	m, err := qwen.NewRandom(cfg, be, 1)
+	if err != nil {
+		return err
+	}
+	tokens := opt.Batch * opt.SeqLen
+	rng := rand.New(rand.NewPCG(3, 4))
+	ids := make([]int32, tokens)
+	mask := make([]int32, tokens)
+	for i := range ids {
+		ids[i], mask[i] = int32(rng.IntN(cfg.VocabSize)), 1
+	}
+	if full {
+		d, err := timeIt(0, func() error {
+			_, err := m.Logits(ids, mask, opt.Batch, opt.SeqLen)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("forward: %w", err)
+		}
+		f.ForwardS, f.ForwardTokS = d.Seconds(), float64(tokens)/d.Seconds()
+		tr, err := NewTrainer(m, 1e-4)
+		if err != nil {
+			return err
+		}
+		if err := tr.Step(ids, opt.Batch, opt.SeqLen); err != nil { // compile + first step
+			return fmt.Errorf("train step: %w", err)
+		}
+		t0 := time.Now()
+		for range opt.Steps {
+			if err := tr.Step(ids, opt.Batch, opt.SeqLen); err != nil {
+				return fmt.Errorf("train step: %w", err)
+			}
+		}
+		f.TrainStepS = time.Since(t0).Seconds() / float64(opt.Steps)
+	}
+	tps, err := DecodeSpeed(m, 1, 64, opt.DecodeTokens)
+	if err != nil {
+		return fmt.Errorf("decode: %w", err)
+	}
+	f.DecodeTokS = tps
+	return nil
+}
+
+// DecodeSpeed returns the tokens/s of greedy decoding: batch rows with a
+// prompt of promptLen tokens, then n new tokens per row (timed after a
+// first Generate call that compiles the decode graph).
+func DecodeSpeed(m *qwen.Model, batch, promptLen, n int) (float64, error) {
+	prompts := make([][]int, batch)
+	for b := range prompts {
+		prompts[b] = make([]int, promptLen)
+		for i := range prompts[b] {
+			prompts[b][i] = (i*7919 + 13 + b) % m.Config.VocabSize
+		}
+	}
+	s, err := m.NewSession(batch, promptLen+n+8, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer s.Close()
+	if err := s.Append(prompts); err != nil {
+		return 0, err
+	}
+	opts := qwen.GenerateOptions{MaxNewTokens: 1, EOS: []int{}}
+	if _, err := s.Generate(opts, nil); err != nil { // compile
+		return 0, err
+	}
+	opts.MaxNewTokens = n
+	t0 := time.Now()
+	if _, err := s.Generate(opts, nil); err != nil {
+		return 0, err
+	}
+	return float64(batch*n) / time.Since(t0).Seconds(), nil
+}
+
+// Trainer runs next-token cross-entropy training steps with AdamW on a
+// model, the same step torch_qwen_peer.py times: logits of ids[:, :-1],
+// mean cross-entropy against ids[:, 1:], backward, one AdamW update.
+type Trainer struct {
+	m    *qwen.Model
+	exec *context.Exec
+}
+
+// NewTrainer builds the training step of m (learning rate lr, PyTorch's
+// AdamW defaults otherwise: β = (0.9, 0.999), ε = 1e-8, weight decay 0.01).
+func NewTrainer(m *qwen.Model, lr float64) (*Trainer, error) {
+	cfg := m.Config
+	opt := optimizers.Adam().LearningRate(lr).Betas(0.9, 0.999).Epsilon(1e-8).WeightDecay(0.01).Done()
+	exec, err := context.NewExec(m.Backend(), m.Context(), func(ctx *context.Context, in, mask, target *graph.Node) *graph.Node {
+		logits := qwen.Logits(ctx, cfg, in, mask) // [B, T, V]
+		logp := graph.LogSoftmax(logits, -1)
+		picked := graph.ReduceSum(graph.Mul(logp, graph.OneHot(target, cfg.VocabSize, logp.DType())), -1) // [B, T]
+		loss := graph.Neg(graph.ReduceAllMean(picked))
+		opt.UpdateGraph(ctx, logits.Graph(), loss)
+		return loss
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Trainer{m: m, exec: exec}, nil
+}
+
+// Step trains on ids [batch, seqLen] (inputs ids[:, :-1], targets
+// ids[:, 1:]) and returns nil or the error.
+func (t *Trainer) Step(ids []int32, batch, seqLen int) error {
+	if len(ids) != batch*seqLen || seqLen < 2 {
+		return fmt.Errorf("train step: %d ids for %d×%d", len(ids), batch, seqLen)
+	}
+	in := make([]int32, 0, batch*(seqLen-1))
+	tg := make([]int32, 0, batch*(seqLen-1))
+	mask := make([]int32, batch*(seqLen-1))
+	for b := range batch {
+		row := ids[b*seqLen : (b+1)*seqLen]
+		in = append(in, row[:seqLen-1]...)
+		tg = append(tg, row[1:]...)
+	}
+	for i := range mask {
+		mask[i] = 1
+	}
+	out, err := t.exec.Exec(
+		tensors.FromFlatDataAndDimensions(in, batch, seqLen-1),
+		tensors.FromFlatDataAndDimensions(mask, batch, seqLen-1),
+		tensors.FromFlatDataAndDimensions(tg, batch, seqLen-1))
+	if err != nil {
+		return err
+	}
+	loss := out[0].Value().(float32)
+	for _, o := range out {
+		o.FinalizeAll()
+	}
+	if math.IsNaN(float64(loss)) || math.IsInf(float64(loss), 0) {
+		return fmt.Errorf("train step: loss %v", loss)
+	}
+	return nil
+}
+
+// RunPeer runs torch_qwen_peer.py on cfg and parses its JSON line.
+func RunPeer(python, script string, cfg *qwen.Config, batch, seqLen, threads, steps int) (*PeerFigures, error) {
+	if _, err := os.Stat(python); err != nil {
+		return nil, fmt.Errorf("peer: %s: %w", python, err)
+	}
+	dir, err := os.MkdirTemp("", "cas-bench-cpu-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	cfgPath := filepath.Join(dir, "config.json")
+	data, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(cfgPath, data, 0o644); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(python, script, "--config", cfgPath, "--batch", strconv.Itoa(batch),
+		"--seqlen", strconv.Itoa(seqLen), "--threads", strconv.Itoa(threads), "--steps", strconv.Itoa(steps))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if i := strings.LastIndex(msg, "\n"); i >= 0 {
+			msg = msg[i+1:]
+		}
+		return nil, fmt.Errorf("peer %s: %w (%s)", script, err, msg)
+	}
+	return ParsePeer(stdout.Bytes())
+}
+
+// ParsePeer reads the last JSON line of torch_qwen_peer.py's output.
+func ParsePeer(out []byte) (*PeerFigures, error) {
+	lines := bytes.Split(bytes.TrimSpace(out), []byte("\n"))
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := bytes.TrimSpace(lines[i])
+		if len(l) == 0 || l[0] != '{' {
+			continue
+		}
+		var p PeerFigures
+		if err := json.Unmarshal(l, &p); err != nil {
+			return nil, fmt.Errorf("peer output line %d: %w", i+1, err)
+		}
+		if p.ForwardS <= 0 || p.TrainStepS <= 0 {
+			return nil, fmt.Errorf("peer output line %d: missing forward_s or train_step_s", i+1)
+		}
+		return &p, nil
+	}
+	return nil, errors.New("peer output has no JSON line")
+}
+
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "model name"); ok {
+				return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":")) + fmt.Sprintf(", %d cores", runtime.NumCPU())
+			}
+		}
+	}
+	return fmt.Sprintf("%s/%s, %d cores", runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
+}
+
+// loadAverage is the 1-minute load average (0 when unknown): the machine
+// is shared, so reports carry it next to the timings.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
+}

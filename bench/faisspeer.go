@@ -1,0 +1,134 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+)
+
+// FAISSFigures are the measurements shared/bench/faiss_peer.py prints for
+// one thread count.
+type FAISSFigures struct {
+	Peer          string
+	Threads       int
+	FlatBatchQPS  float64 // batch of all queries
+	FlatBatchSize int
+	FlatSingleMs  float64
+	TrainS, AddS  float64
+	IVF           map[int]FAISSIVF // by nprobe
+}
+
+// FAISSIVF is one nprobe row of faiss_peer.py.
+type FAISSIVF struct {
+	Recall, BatchQPS, SingleQPS float64
+}
+
+type faissLine struct {
+	Peer       string   `json:"peer"`
+	Threads    int      `json:"threads"`
+	Index      string   `json:"index"`
+	Mode       string   `json:"mode"`
+	Queries    int      `json:"queries"`
+	QPS        float64  `json:"qps"`
+	MsPerQuery float64  `json:"ms_per_query"`
+	TrainS     *float64 `json:"train_s"`
+	AddS       float64  `json:"add_s"`
+	NProbe     int      `json:"nprobe"`
+	Recall     float64  `json:"recall_at_10"`
+	BatchQPS   float64  `json:"batch_qps"`
+	SingleQPS  float64  `json:"single_qps"`
+}
+
+// ParseFAISSPeer reads faiss_peer.py's JSON lines (possibly for several
+// thread counts, possibly mixed with other output) into figures keyed by
+// thread count.
+func ParseFAISSPeer(r io.Reader) (map[int]*FAISSFigures, error) {
+	out := map[int]*FAISSFigures{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 || b[0] != '{' {
+			continue
+		}
+		var l faissLine
+		if err := json.Unmarshal(b, &l); err != nil {
+			return nil, fmt.Errorf("faiss peer output line %d: %w", line, err)
+		}
+		if l.Peer == "" {
+			continue // the gen line
+		}
+		f := out[l.Threads]
+		if f == nil {
+			f = &FAISSFigures{Peer: l.Peer, Threads: l.Threads, IVF: map[int]FAISSIVF{}}
+			out[l.Threads] = f
+		}
+		switch {
+		case l.Index == "flat" && l.Mode == "batch":
+			f.FlatBatchQPS, f.FlatBatchSize = l.QPS, l.Queries
+		case l.Index == "flat" && l.Mode == "single":
+			f.FlatSingleMs = l.MsPerQuery
+		case strings.HasPrefix(l.Index, "ivf") && l.TrainS != nil:
+			f.TrainS, f.AddS = *l.TrainS, l.AddS
+		case strings.HasPrefix(l.Index, "ivf") && l.NProbe > 0:
+			f.IVF[l.NProbe] = FAISSIVF{Recall: l.Recall, BatchQPS: l.BatchQPS, SingleQPS: l.SingleQPS}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("faiss peer output: %w", err)
+	}
+	return out, nil
+}
+
+// FAISSAvailable reports whether python has the faiss module.
+func FAISSAvailable(python string) bool {
+	return exec.Command(python, "-c", "import faiss, numpy").Run() == nil
+}
+
+// RunFAISSPeer runs `faiss_peer.py run DIR --threads T --nlist N --nprobe
+// P` and parses its output; stderr goes to log.
+func RunFAISSPeer(python, script, dir string, threads, nlist int, nprobes []int, log io.Writer) (*FAISSFigures, error) {
+	ps := make([]string, len(nprobes))
+	for i, p := range nprobes {
+		ps[i] = strconv.Itoa(p)
+	}
+	cmd := exec.Command(python, script, "run", dir, "--threads", strconv.Itoa(threads),
+		"--nlist", strconv.Itoa(nlist), "--nprobe", strings.Join(ps, ","))
+	cmd.Stderr = log
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("run %s: %w", script, err)
+	}
+	figs, err := ParseFAISSPeer(&out)
+	if err != nil {
+		return nil, err
+	}
+	f := figs[threads]
+	if f == nil {
+		return nil, fmt.Errorf("%s printed no figures for %d threads", script, threads)
+	}
+	return f, nil
+}
+
+// ReadFAISSPeerFile parses a saved faiss_peer.py output file.
+func ReadFAISSPeerFile(path string) (map[int]*FAISSFigures, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	figs, err := ParseFAISSPeer(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return figs, nil
+}

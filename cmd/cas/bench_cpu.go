@@ -1,0 +1,112 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cas-engine/cas/bench/cpubench"
+)
+
+// newBenchCPUCmd is `cas bench cpu`: GEMM throughput against the FMA peak,
+// and Qwen forward / training-step / decode speed on the gocpu and pure-Go
+// backends next to PyTorch on the same threads.
+func newBenchCPUCmd() *cobra.Command {
+	var (
+		opt      cpubench.Options
+		models   []string
+		configs  []string
+		noPeer   bool
+		jsonPath string
+		minTime  time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "cpu [--threads N] [--models qwen3-4M,qwen3-25M] [--config config.json]",
+		Short: "CPU speed: GEMM vs the FMA peak, Qwen forward/train/decode vs PyTorch and the pure-Go backend",
+		Long: `Measure, in one run: the FMA peak of the cores (register-only FMAs, and a
+tight vek32.Dot loop), the tensor GEMM kernels at 256³…2048³ and decoding
+shapes, GoMLX's DotGeneral on the pure-Go ("go") and gocpu backends, and for
+each Qwen-shaped model (built-in qwen3-4M and qwen3-25M, or --config files):
+forward tokens/s and training-step time (cross-entropy + backward + AdamW) on
+--batch × --seqlen tokens, and greedy decode tokens/s on gocpu and the pure-Go
+backend, next to torch_qwen_peer.py run with the same threads. Prints
+Markdown tables with the ratios (the README's performance section). The
+machine's load average is printed with the figures: rerun on a quiet machine.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opt.MinTime = minTime
+			for _, name := range models {
+				if name == "none" {
+					opt.SkipModels = true
+					continue
+				}
+				i := slices.IndexFunc(cpubench.DefaultModels(), func(m cpubench.ModelSpec) bool { return m.Name == name })
+				if i < 0 {
+					return fmt.Errorf("unknown model %q (built-in: qwen3-4M, qwen3-25M, none)", name)
+				}
+				opt.Models = append(opt.Models, cpubench.DefaultModels()[i])
+			}
+			for _, path := range configs {
+				ms, err := cpubench.LoadModelSpec(path)
+				if err != nil {
+					return err
+				}
+				opt.Models = append(opt.Models, ms)
+				opt.SkipModels = false
+			}
+			if noPeer {
+				opt.PeerScript = ""
+			} else if opt.PeerScript != "" {
+				if _, err := os.Stat(opt.PeerScript); err != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "bench cpu: no PyTorch peer: %v\n", err)
+					opt.PeerScript = ""
+				}
+			}
+			opt.Log = cmd.ErrOrStderr()
+			r, err := cpubench.Run(opt)
+			if err != nil {
+				return err
+			}
+			r.WriteMarkdown(cmd.OutOrStdout())
+			if jsonPath != "" {
+				data, err := json.MarshalIndent(r, "", "  ")
+				if err != nil {
+					return err
+				}
+				tmp := jsonPath + ".tmp"
+				if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
+					return fmt.Errorf("write %s: %w", jsonPath, err)
+				}
+				if err := os.Rename(tmp, jsonPath); err != nil {
+					return fmt.Errorf("write %s: %w", jsonPath, err)
+				}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&opt.Threads, "threads", 0, "threads for Go (GOMAXPROCS) and PyTorch (default: all cores)")
+	f.IntSliceVar(&opt.Sizes, "sizes", []int{256, 512, 1024, 2048}, "square GEMM sizes")
+	f.DurationVar(&minTime, "min-time", time.Second, "least time per GEMM measurement")
+	f.StringSliceVar(&models, "models", nil, "built-in models: qwen3-4M, qwen3-25M, or none (default: both)")
+	f.StringArrayVar(&configs, "config", nil, "Hugging Face config.json of a Qwen model to add (repeatable), e.g. the demo's policy")
+	f.IntVar(&opt.Batch, "batch", 8, "rows per forward pass and training step")
+	f.IntVar(&opt.SeqLen, "seqlen", 256, "tokens per row")
+	f.IntVar(&opt.Steps, "steps", 3, "timed training steps")
+	f.IntVar(&opt.DecodeTokens, "decode-tokens", 32, "tokens generated per decode measurement")
+	f.BoolVar(&opt.Plain, "plain", false, "also time forward and training on the pure-Go backend (slow)")
+	defPeer := sharedDefault("bench", "torch_qwen_peer.py")
+	if defPeer == "" {
+		defPeer = filepath.Join("..", "shared", "bench", "torch_qwen_peer.py")
+	}
+	f.StringVar(&opt.PeerScript, "peer", defPeer, "torch_qwen_peer.py")
+	f.BoolVar(&noPeer, "no-peer", false, "skip the PyTorch peer")
+	f.StringVar(&opt.Python, "python", "/usr/bin/python3", "Python with torch for --peer")
+	f.StringVar(&jsonPath, "json", "", "also write the report as JSON to this file")
+	return cmd
+}

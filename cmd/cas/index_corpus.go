@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/cas-engine/cas/model/backend"
+	"github.com/cas-engine/cas/model/bert"
+	"github.com/cas-engine/cas/model/tokenizer"
+	"github.com/cas-engine/cas/search"
+	"github.com/spf13/cobra"
+)
+
+// denseFlags are the encoder flags of commands that open a dense folder.
+type denseFlags struct {
+	encoder, tokenizer string
+	batch, maxLen      int
+}
+
+func (d *denseFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&d.encoder, "encoder", "", "E5/BERT encoder directory (dense folders; default: the one recorded in settings.json)")
+	f.StringVar(&d.tokenizer, "tokenizer", "", "tokenizer.json of the encoder (default: <encoder>/tokenizer.json)")
+	f.IntVar(&d.batch, "encoder-batch", 32, "encoder batch size")
+	f.IntVar(&d.maxLen, "max-len", 256, "encoder maximum sequence length")
+}
+
+// e5Encoder adapts bert.Encoder to search.Encoder (texts arrive with their
+// "query: " / "passage: " prefix already applied).
+type e5Encoder struct {
+	enc *bert.Encoder
+	tok bert.Tokenizer
+}
+
+func (e e5Encoder) Dim() int { return e.enc.Dim() }
+
+func (e e5Encoder) Encode(ctx context.Context, texts []string) ([]float32, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return e.enc.EmbedTexts(e.tok, texts, "", nil)
+}
+
+// loadE5 loads an encoder and its tokenizer; the returned func releases them.
+func loadE5(d denseFlags) (search.Encoder, func(), error) {
+	if d.encoder == "" {
+		return nil, nil, errors.New("a dense index needs --encoder DIR")
+	}
+	tokPath := d.tokenizer
+	if tokPath == "" {
+		tokPath = filepath.Join(d.encoder, "tokenizer.json")
+	}
+	tok, err := tokenizer.Load(tokPath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("load %s: %w", tokPath, err)
+	}
+	be, err := backend.New()
+	if err != nil {
+		return nil, nil, err
+	}
+	enc, err := bert.LoadWithOptions(d.encoder, be, bert.Options{BatchSize: d.batch, MaxLen: d.maxLen})
+	if err != nil {
+		be.Finalize()
+		return nil, nil, err
+	}
+	return e5Encoder{enc: enc, tok: tok}, func() { enc.Close(); be.Finalize() }, nil
+}
+
+// openRetrieverFolder opens an index folder as a retriever: BM25 directly,
+// dense with the E5 encoder (flags, else the paths recorded at build time).
+func openRetrieverFolder(dir string, d denseFlags) (search.ClosableRetriever, search.FolderSettings, func(), error) {
+	s, err := search.ReadFolderSettings(dir)
+	if err != nil {
+		return nil, s, nil, err
+	}
+	var (
+		opt     search.OpenOptions
+		release = func() {}
+	)
+	if s.Kind == search.KindDense {
+		if d.encoder == "" {
+			d.encoder = s.Dense.Encoder
+		}
+		if d.tokenizer == "" {
+			d.tokenizer = s.Dense.Tokenizer
+		}
+		if s.Dense.MaxLength > 0 && d.maxLen == 256 {
+			d.maxLen = s.Dense.MaxLength
+		}
+		enc, rel, err := loadE5(d)
+		if err != nil {
+			return nil, s, nil, err
+		}
+		opt.Encoder, opt.LoadVectors, release = enc, search.OpenVectorSearcher, rel
+	}
+	r, s, err := search.OpenRetriever(dir, opt)
+	if err != nil {
+		release()
+		return nil, s, nil, err
+	}
+	return r, s, func() { r.Close(); release() }, nil
+}
+
+// corpusBuildFlags are `cas index build`'s corpus modes:
+// --corpus F --bm25, or --corpus F --encoder DIR [--tokenizer F] (dense,
+// reusing the vector mode's --ivf/--f16/--sq8/--nprobe/--train-size/--out).
+type corpusBuildFlags struct {
+	corpus string
+	bm25   bool
+	k1, b  float32
+	chunk  int
+	dense  denseFlags
+}
+
+func (c *corpusBuildFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&c.corpus, "corpus", "", "wiki-18 JSONL corpus ({\"id\",\"contents\"} per line) to index")
+	f.BoolVar(&c.bm25, "bm25", false, "with --corpus: build a BM25 index (Lucene's English analyzer, pyserini's scoring)")
+	f.Float32Var(&c.k1, "k1", search.DefaultBM25Params().K1, "BM25 k1")
+	f.Float32Var(&c.b, "b", search.DefaultBM25Params().B, "BM25 b")
+	f.IntVar(&c.chunk, "chunk", 8192, "dense: passages per resumable embedding chunk")
+	c.dense.register(cmd)
+}
+
+// runIndexBuildCorpus builds an index folder from a corpus: BM25, or dense
+// with the E5 encoder ("passage: " prefix, resumable chunks).
+func runIndexBuildCorpus(cmd *cobra.Command, f *indexBuildFlags, c *corpusBuildFlags) error {
+	if f.out == "" {
+		return errors.New("index build: --out DIR is required")
+	}
+	if c.bm25 == (c.dense.encoder != "") {
+		return errors.New("index build: with --corpus give exactly one of --bm25 and --encoder DIR")
+	}
+	start := time.Now()
+	var (
+		s   search.FolderSettings
+		err error
+	)
+	if c.bm25 {
+		if f.ivf > 0 || f.f16 || f.sq8 || f.flat {
+			return errors.New("index build: --flat/--ivf/--f16/--sq8 apply to vector indexes, not --bm25")
+		}
+		s, err = search.BuildBM25Folder(cmd.Context(), c.corpus, f.out, search.BM25BuildOptions{
+			Analyzer: search.DefaultAnalyzerSettings(),
+			Params:   search.BM25Params{K1: c.k1, B: c.b},
+			Progress: cmd.ErrOrStderr(),
+		})
+	} else {
+		if f.f16 && f.sq8 {
+			return errors.New("index build: --f16 and --sq8 exclude each other")
+		}
+		if f.flat && f.ivf > 0 {
+			return errors.New("index build: give at most one of --flat and --ivf NLIST")
+		}
+		enc, release, lerr := loadE5(c.dense)
+		if lerr != nil {
+			return lerr
+		}
+		defer release()
+		opt := search.DenseBuildOptions{
+			Encoder: enc, EncoderPath: absPath(c.dense.encoder), TokenizerPath: absPath(c.dense.tokenizer), MaxLength: c.dense.maxLen,
+			Embed: search.EmbedOptions{Chunk: c.chunk, Batch: 8 * c.dense.batch},
+			NList: f.ivf, NProbe: f.nprobe, TrainSize: f.trainSize,
+			KMeans:   search.KMeansOptions{Iterations: f.iterations, Seed: f.seed, Threads: f.threads},
+			Progress: cmd.ErrOrStderr(),
+		}
+		switch {
+		case f.f16:
+			opt.Encoding = search.F16
+		case f.sq8:
+			opt.Encoding = search.SQ8
+		}
+		s, err = search.BuildDenseFolder(cmd.Context(), c.corpus, f.out, opt)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "built a %s index of %d passages of %s in %.2fs; wrote %s\n",
+		s.Kind, s.Docs, s.Corpus, time.Since(start).Seconds(), f.out)
+	return err
+}
+
+func absPath(p string) string {
+	if p == "" {
+		return ""
+	}
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}
+
+// corpusSearchFlags are `cas index search`'s text mode: --query TEXT
+// (repeatable) against an index folder.
+type corpusSearchFlags struct {
+	queries []string
+	dense   denseFlags
+}
+
+func (c *corpusSearchFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringArrayVar(&c.queries, "query", nil, "query text (repeatable) against an index folder built with --corpus")
+	c.dense.register(cmd)
+}
+
+// textSearchResult is one output line of `cas index search --query`.
+type textSearchResult struct {
+	Query string          `json:"query"`
+	Hits  []textSearchHit `json:"hits"`
+}
+
+type textSearchHit struct {
+	ID    string  `json:"id"`
+	Score float32 `json:"score"`
+	Title string  `json:"title"`
+	Text  string  `json:"text"`
+}
+
+// runIndexSearchQuery retrieves -k passages per --query from an index
+// folder and prints one JSON line per query.
+func runIndexSearchQuery(cmd *cobra.Command, f *indexSearchFlags, c *corpusSearchFlags) error {
+	if f.index == "" {
+		return errors.New("index search: --index DIR is required")
+	}
+	if f.k <= 0 {
+		return fmt.Errorf("index search: -k %d must be positive", f.k)
+	}
+	r, _, closeAll, err := openRetrieverFolder(f.index, c.dense)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	hits, err := r.Retrieve(cmd.Context(), c.queries, f.k)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(cmd.OutOrStdout())
+	for i, hs := range hits {
+		line := textSearchResult{Query: c.queries[i], Hits: make([]textSearchHit, len(hs))}
+		for j, h := range hs {
+			line.Hits[j] = textSearchHit{ID: h.Doc.ID, Score: h.Score, Title: h.Doc.Title, Text: h.Doc.Text}
+		}
+		if err := enc.Encode(line); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,146 @@
+package search
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"testing"
+
+	"github.com/cas-engine/cas/tensor"
+)
+
+// lowRank returns n unit vectors in d dimensions that behave like text
+// embeddings under IVF (the generator of shared/bench/faiss_peer.py): a
+// Gaussian latent of rank r mapped to d dimensions plus isotropic noise.
+func lowRank(n, d, r int, seed uint64) []float32 {
+	rng := rand.New(rand.NewPCG(seed, 99))
+	a := make([]float32, r*d)
+	for i := range a {
+		a[i] = float32(rng.NormFloat64())
+	}
+	return lowRankWith(rng, a, n, d, r)
+}
+
+func lowRankWith(rng *rand.Rand, a []float32, n, d, r int) []float32 {
+	x := make([]float32, n*d)
+	z := make([]float32, r)
+	noise := float32(0.5 * math.Sqrt(float64(r)))
+	for i := range n {
+		for j := range z {
+			z[j] = float32(rng.NormFloat64())
+		}
+		row := x[i*d : (i+1)*d]
+		for j := range row {
+			var s float32
+			for t := range r {
+				s += z[t] * a[t*d+j]
+			}
+			row[j] = s + noise*float32(rng.NormFloat64())
+		}
+	}
+	tensor.L2Normalize(x, d)
+	return x
+}
+
+// lowRankPair returns base and query sets drawn from the same latent map.
+func lowRankPair(n, nq, d, r int, seed uint64) (base, queries []float32) {
+	rng := rand.New(rand.NewPCG(seed, 99))
+	a := make([]float32, r*d)
+	for i := range a {
+		a[i] = float32(rng.NormFloat64())
+	}
+	return lowRankWith(rng, a, n, d, r), lowRankWith(rng, a, nq, d, r)
+}
+
+// bruteForce is the reference search: float64 scores over decoded vectors,
+// sorted best first with ties by smaller id.
+func bruteForce(x []float32, ids []int64, q []float32, d, k int, m Metric) ([]float64, [][]int64) {
+	n := len(x) / d
+	nq := len(q) / d
+	outS := make([]float64, 0, nq*k)
+	outI := make([][]int64, nq)
+	for i := range nq {
+		qi := q[i*d : (i+1)*d]
+		type cand struct {
+			s  float64
+			id int64
+		}
+		c := make([]cand, n)
+		for j := range n {
+			xj := x[j*d : (j+1)*d]
+			var s float64
+			for t := range d {
+				if m == L2 {
+					diff := float64(qi[t]) - float64(xj[t])
+					s -= diff * diff
+				} else {
+					s += float64(qi[t]) * float64(xj[t])
+				}
+			}
+			id := int64(j)
+			if ids != nil {
+				id = ids[j]
+			}
+			c[j] = cand{s, id}
+		}
+		sort.Slice(c, func(a, b int) bool {
+			if c[a].s != c[b].s {
+				return c[a].s > c[b].s
+			}
+			return c[a].id < c[b].id
+		})
+		for j := range min(k, n) {
+			s := c[j].s
+			if m == L2 {
+				s = -s
+			}
+			outS = append(outS, s)
+			outI[i] = append(outI[i], c[j].id)
+		}
+	}
+	return outS, outI
+}
+
+// recallAt returns the mean fraction of the reference top-k ids found in
+// the result rows.
+func recallAt(ids []int64, ref [][]int64, k int) float64 {
+	var hit, total int
+	for i, r := range ref {
+		row := ids[i*k : (i+1)*k]
+		for _, id := range r {
+			total++
+			if slices.Contains(row, id) {
+				hit++
+			}
+		}
+	}
+	return float64(hit) / float64(total)
+}
+
+// sameResults fails unless two searches returned bit-identical rows.
+func sameResults(t *testing.T, name string, s1 []float32, i1 []int64, s2 []float32, i2 []int64) {
+	t.Helper()
+	if len(s1) != len(s2) || len(i1) != len(i2) {
+		t.Fatalf("%s: lengths %d/%d vs %d/%d", name, len(s1), len(i1), len(s2), len(i2))
+	}
+	for j := range s1 {
+		if i1[j] != i2[j] || math.Float32bits(s1[j]) != math.Float32bits(s2[j]) {
+			t.Fatalf("%s: result %d: (%v, %d) vs (%v, %d)", name, j, s1[j], i1[j], s2[j], i2[j])
+		}
+	}
+}
+
+// exactScore is the float64 inner product or squared L2 distance.
+func exactScore(x, q []float32, m Metric) float64 {
+	var s float64
+	for t := range q {
+		if m == L2 {
+			diff := float64(q[t]) - float64(x[t])
+			s += diff * diff
+		} else {
+			s += float64(q[t]) * float64(x[t])
+		}
+	}
+	return s
+}

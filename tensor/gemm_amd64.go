@@ -1,0 +1,68 @@
+package tensor
+
+import "golang.org/x/sys/cpu"
+
+// Assembly kernels of gemm_amd64.s. Lengths are in elements; every pointer
+// must address enough memory for the documented accesses (the Go wrappers in
+// gemm.go guarantee it).
+
+//go:noescape
+func sgemm12x32AVX512(k int, a, b *float32, ldb int, c *float32, ldc int, acc bool)
+
+//go:noescape
+func sgemm6x16AVX2(k int, a, b *float32, ldb int, c *float32, ldc int, acc bool)
+
+//go:noescape
+func sdot4x4AVX512(k int, a *float32, lda int, w *float32, ldw int, out *float32)
+
+//go:noescape
+func sdot1x8AVX512(k int, a, w *float32, ldw int, out *float32)
+
+//go:noescape
+func transpose16AVX512(src *float32, lds int, dst *float32, ldd, k, rows int)
+
+//go:noescape
+func fmaPeakAVX512(n int) float32
+
+//go:noescape
+func fmaPeakAVX2(n int) float32
+
+// gemmAsmSets lists the assembly kernel sets this CPU runs, best first.
+func gemmAsmSets() []*gemmKernelSet {
+	var sets []*gemmKernelSet
+	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL {
+		sets = append(sets, &gemmKernelSet{
+			name: "avx512",
+			mr:   12, nr: 32,
+			micro: func(k int, a, b []float32, ldb int, c []float32, ldc int, acc bool) {
+				sgemm12x32AVX512(k, &a[0], &b[0], ldb, &c[0], ldc, acc)
+			},
+			dot4x4: func(k int, a []float32, lda int, w []float32, ldw int, out *[16]float32) {
+				sdot4x4AVX512(k, &a[0], lda, &w[0], ldw, &out[0])
+			},
+			dot1x8: func(k int, a, w []float32, ldw int, out *[8]float32) {
+				sdot1x8AVX512(k, &a[0], &w[0], ldw, &out[0])
+			},
+			dotAlign: 16,
+			transpose: func(src []float32, lds int, dst []float32, ldd, k, rows int) {
+				_ = src[(rows-1)*lds+k-1]
+				_ = dst[(k-1)*ldd+rows-1]
+				transpose16AVX512(&src[0], lds, &dst[0], ldd, k, rows)
+			},
+			peak:     func(n int) { fmaPeakAVX512(n) },
+			peakFlops: 24 * 16 * 2,
+		})
+	}
+	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
+		sets = append(sets, &gemmKernelSet{
+			name: "avx2",
+			mr:   6, nr: 16,
+			micro: func(k int, a, b []float32, ldb int, c []float32, ldc int, acc bool) {
+				sgemm6x16AVX2(k, &a[0], &b[0], ldb, &c[0], ldc, acc)
+			},
+			peak:      func(n int) { fmaPeakAVX2(n) },
+			peakFlops: 12 * 8 * 2,
+		})
+	}
+	return sets
+}

@@ -1,0 +1,145 @@
+package tensor
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// Benchmarks report GFLOP/s (2·M·N·K per product) next to ns/op. Compare
+// them with BenchmarkFMAPeak, the register-only limit of the same cores,
+// and BenchmarkVekDotPeak, a tight vek FMA loop:
+//
+//	go test -run '^$' -bench 'Gemm|Peak' ./tensor/
+
+func reportGFLOPS(b *testing.B, flops float64) {
+	b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
+
+// BenchmarkGemmSquare: M = N = K products in the two layouts of a
+// transformer: x·Wᵀ (weights [out, in], "NT") and x·W ("NN").
+func BenchmarkGemmSquare(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	for _, n := range []int{256, 512, 1024, 2048} {
+		a, w := randF32(r, n*n), randF32(r, n*n)
+		out := make([]float32, n*n)
+		for _, lay := range []string{"NT", "NN"} {
+			b.Run(fmt.Sprintf("%d/%s", n, lay), func(b *testing.B) {
+				for b.Loop() {
+					if lay == "NT" {
+						MatMulT(out, a, w, n, n, n, 0)
+					} else {
+						MatMul(out, a, w, n, n, n, 0)
+					}
+				}
+				reportGFLOPS(b, 2*float64(n)*float64(n)*float64(n))
+			})
+		}
+	}
+}
+
+// BenchmarkGemmSerial is the 1024³ x·Wᵀ product on one core.
+func BenchmarkGemmSerial(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	n := 1024
+	a, w := randF32(r, n*n), randF32(r, n*n)
+	out := make([]float32, n*n)
+	for b.Loop() {
+		MatMulT(out, a, w, n, n, n, 1)
+	}
+	reportGFLOPS(b, 2*float64(n)*float64(n)*float64(n))
+}
+
+// gemmDecodeShapes are (N, K) projections of Qwen2.5-0.5B (hidden 896,
+// MLP 4864) and of the 25M benchmark model (hidden 512, MLP 1408).
+var gemmDecodeShapes = [][2]int{{896, 896}, {4864, 896}, {896, 4864}, {1408, 512}, {512, 1408}}
+
+// BenchmarkGemmDecode: M rows (the tokens of a decoding batch) against a
+// weight matrix [N, K].
+func BenchmarkGemmDecode(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 3))
+	for _, s := range gemmDecodeShapes {
+		n, k := s[0], s[1]
+		w := randF32(r, n*k)
+		for _, m := range []int{1, 4, 8, 16, 32, 64} {
+			a := randF32(r, m*k)
+			out := make([]float32, m*n)
+			b.Run(fmt.Sprintf("M%d/N%d/K%d", m, n, k), func(b *testing.B) {
+				for b.Loop() {
+					MatMulT(out, a, w, m, n, k, 0)
+				}
+				reportGFLOPS(b, 2*float64(m)*float64(n)*float64(k))
+			})
+		}
+	}
+}
+
+// BenchmarkGemmAttention: batched q·kᵀ and p·v of 8 rows × 14 heads,
+// 256 tokens, head dim 64.
+func BenchmarkGemmAttention(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 4))
+	const batch, t, h = 8 * 14, 256, 64
+	q, k := randF32(r, batch*t*h), randF32(r, batch*t*h)
+	scores := make([]float32, batch*t*t)
+	b.Run("qk", func(b *testing.B) {
+		for b.Loop() {
+			BatchMatMulT(scores, q, k, batch, t, t, h, 0)
+		}
+		reportGFLOPS(b, 2*float64(batch)*t*t*h)
+	})
+	out := make([]float32, batch*t*h)
+	b.Run("pv", func(b *testing.B) {
+		g := Gemm{Batch: batch, M: t, N: h, K: t, A: RowMajor(scores, t, t), B: RowMajor(k, t, h)}
+		for b.Loop() {
+			if err := g.Run(out); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportGFLOPS(b, 2*float64(batch)*t*t*h)
+	})
+}
+
+// BenchmarkGemmBF16 is the decode and square products with BF16 weights.
+func BenchmarkGemmBF16(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 5))
+	for _, s := range [][3]int{{1, 4864, 896}, {8, 4864, 896}, {1024, 1024, 1024}} {
+		m, n, k := s[0], s[1], s[2]
+		a, w := randF32(r, m*k), toBF16(randF32(r, n*k))
+		out := make([]float32, m*n)
+		b.Run(fmt.Sprintf("M%d/N%d/K%d", m, n, k), func(b *testing.B) {
+			for b.Loop() {
+				MatMulTBF16(out, a, w, m, n, k, 0)
+			}
+			reportGFLOPS(b, 2*float64(m)*float64(n)*float64(k))
+		})
+	}
+}
+
+// BenchmarkFMAPeak is the register-only FMA limit on all cores ("all") and
+// one ("1").
+func BenchmarkFMAPeak(b *testing.B) {
+	for _, w := range []int{0, 1} {
+		b.Run(fmt.Sprint("workers", w), func(b *testing.B) {
+			var g float64
+			for b.Loop() {
+				g = FMAPeak(w, 20*time.Millisecond)
+			}
+			b.ReportMetric(g, "GFLOP/s")
+		})
+	}
+}
+
+// BenchmarkVekDotPeak is a tight vek FMA loop (vek32.Dot on L1-resident
+// vectors) on all cores and one.
+func BenchmarkVekDotPeak(b *testing.B) {
+	for _, w := range []int{0, 1} {
+		b.Run(fmt.Sprint("workers", w), func(b *testing.B) {
+			var g float64
+			for b.Loop() {
+				g = VekDotPeak(w, 20*time.Millisecond)
+			}
+			b.ReportMetric(g, "GFLOP/s")
+		})
+	}
+}

@@ -1,0 +1,578 @@
+package train
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/cas-engine/cas/agent"
+	"github.com/cas-engine/cas/conformal"
+)
+
+// Config is one training run, read from one YAML file (configs/*.yaml) with
+// the paper's defaults for everything left out (DefaultConfig). Paths are
+// relative to the YAML file's folder. `cas train --set key=value` overrides
+// any field by its dotted YAML path; the resolved config is saved with the
+// run as config.yaml.
+type Config struct {
+	// Name labels the run in metrics and plots (default: the run folder's name).
+	Name string `yaml:"name"`
+	// Seed drives data order, rollout sampling and ACI's calibration draw.
+	Seed uint64 `yaml:"seed"`
+	// Steps is the number of training steps; 0 means Epochs passes over the
+	// training prompts (⌊N / prompts_per_step⌋ steps each, verl's
+	// total_epochs with drop_last).
+	Steps  int `yaml:"steps"`
+	Epochs int `yaml:"epochs"`
+
+	Model      ModelConfig      `yaml:"model"`
+	Data       DataConfig       `yaml:"data"`
+	Retriever  RetrieverConfig  `yaml:"retriever"`
+	APS        APSConfig        `yaml:"aps"`
+	Rollout    RolloutConfig    `yaml:"rollout"`
+	GRPO       GRPOConfig       `yaml:"grpo"`
+	ACI        ACIConfig        `yaml:"aci"`
+	Optim      OptimSection     `yaml:"optim"`
+	Checkpoint CheckpointConfig `yaml:"checkpoint"`
+}
+
+// ModelConfig names the policy.
+type ModelConfig struct {
+	// Path is the Hugging Face folder of the initial policy (config.json,
+	// model.safetensors or shards, tokenizer.json).
+	Path string `yaml:"path"`
+	// Tokenizer is the tokenizer.json (default: Path/tokenizer.json).
+	Tokenizer string `yaml:"tokenizer"`
+	// Reference is the frozen reference model of the KL (default: Path).
+	Reference string `yaml:"reference"`
+	// ChatFamily overrides the tokenizer's chat template family ("qwen2.5"
+	// or "qwen3"); Qwen3 always renders with thinking disabled.
+	ChatFamily string `yaml:"chat_family"`
+}
+
+// DataConfig names the training prompts.
+type DataConfig struct {
+	// Train lists FlashRAG/Search-R1 JSONL files ({"id", "question",
+	// "golden_answers"}) and Search-R1 parquet files, concatenated.
+	Train []string `yaml:"train"`
+	// Shuffle draws a fresh permutation every epoch (seeded).
+	Shuffle bool `yaml:"shuffle"`
+	// Limit keeps only the first Limit prompts (0: all).
+	Limit int `yaml:"limit"`
+}
+
+// RetrieverConfig says where passages come from: an index folder (`cas
+// index build`) or a running Search-R1-compatible server — exactly one.
+type RetrieverConfig struct {
+	Index  string `yaml:"index"`
+	Server string `yaml:"server"`
+}
+
+// APSConfig sets the passage truncation of every search.
+type APSConfig struct {
+	// Enabled keeps APS's prediction set of the Candidates retrieved
+	// passages; false keeps a fixed TopK (the paper's −APS ablation, k = 3).
+	Enabled bool `yaml:"enabled"`
+	// QHatFile is the calibration report of `cas calibrate aps` (its qhat,
+	// temperature, min_docs and max_docs are used).
+	QHatFile string `yaml:"qhat_file"`
+	// Alpha is the miscoverage level the file must have been calibrated at
+	// (checked when the report records one; 0: not checked). Paper: 0.2.
+	Alpha float64 `yaml:"alpha"`
+	// Candidates is the number of passages retrieved per search under APS
+	// (code: 5).
+	Candidates int `yaml:"candidates"`
+	// TopK is the fixed number of passages when APS is off.
+	TopK int `yaml:"topk"`
+}
+
+// RolloutConfig sets how trajectories are sampled.
+type RolloutConfig struct {
+	// GroupSize is G, the trajectories per prompt (5).
+	GroupSize   int     `yaml:"group_size"`
+	Temperature float64 `yaml:"temperature"`
+	TopP        float64 `yaml:"top_p"`
+	TopK        int     `yaml:"top_k"`
+	// MaxTurns and TurnRule bound the generations: "paper" (4 rounds of
+	// search, then a final answer turn) or "code" (4 generations in all).
+	MaxTurns int    `yaml:"max_turns"`
+	TurnRule string `yaml:"turn_rule"`
+	// Placement is "system-user" (the code's) or "user" (Search-R1's).
+	Placement string `yaml:"placement"`
+	// InfoFormat is "code" or "search-r1".
+	InfoFormat        string `yaml:"info_format"`
+	MaxObsTokens      int    `yaml:"max_obs_tokens"`
+	MaxTurnTokens     int    `yaml:"max_turn_tokens"`
+	MaxPromptTokens   int    `yaml:"max_prompt_tokens"`
+	MaxResponseTokens int    `yaml:"max_response_tokens"`
+	// RetrieveAttempts and RetrieveTimeout bound retrieval retries.
+	RetrieveAttempts int           `yaml:"retrieve_attempts"`
+	RetrieveTimeout  time.Duration `yaml:"retrieve_timeout"`
+}
+
+// GRPOConfig sets the policy update.
+type GRPOConfig struct {
+	// PromptsPerStep is the number of prompts per training step (512).
+	PromptsPerStep int `yaml:"prompts_per_step"`
+	// MiniBatchPrompts is the number of prompts per optimiser step (256).
+	MiniBatchPrompts int `yaml:"mini_batch_prompts"`
+	// MicroBatch is the number of trajectories per forward/backward pass.
+	MicroBatch int `yaml:"micro_batch"`
+	// PPOEpochs is the number of passes over each step's batch (1).
+	PPOEpochs   int     `yaml:"ppo_epochs"`
+	ClipLow     float64 `yaml:"clip_low"`
+	ClipHigh    float64 `yaml:"clip_high"`
+	DualClip    float64 `yaml:"dual_clip"`
+	KLCoef      float64 `yaml:"kl_coef"`
+	EntropyCoef float64 `yaml:"entropy_coef"`
+	// RecomputeOldLogProbs scores the trajectories with the policy before
+	// the update (verl) instead of using the sampler's log-probs.
+	RecomputeOldLogProbs bool `yaml:"recompute_old_logprobs"`
+}
+
+// ACIConfig sets the confidence weights (paper §3.3).
+type ACIConfig struct {
+	// Enabled applies ω to the loss; false is the −ACI ablation (the
+	// controller still runs, so α_t, q_t and the low-confidence ratio are
+	// logged, but every ω is 1).
+	Enabled bool    `yaml:"enabled"`
+	Rho     float64 `yaml:"rho"`
+	Gamma   float64 `yaml:"gamma"`
+	Eta     float64 `yaml:"eta"`
+	Window  int     `yaml:"window"`
+	// Rule is "smoothed" (paper Eq. 7), "plain" (Eq. 4) or "ema" (the code).
+	Rule string `yaml:"rule"`
+	// Quantile is "conformal", "higher" or "linear" (the code's).
+	Quantile string  `yaml:"quantile"`
+	Decay    float64 `yaml:"decay"`
+	Alpha1   float64 `yaml:"alpha1"`
+	AlphaMin float64 `yaml:"alpha_min"`
+	AlphaMax float64 `yaml:"alpha_max"`
+	// Bootstrap is a JSONL file of scores ({"scores": [...]} per line, as
+	// `cas train bootstrap-aci` writes) preloading the window; empty means
+	// computing them at the start of the run from CalibPrompts prompts.
+	Bootstrap string `yaml:"bootstrap"`
+	// CalibData lists the files the calibration prompts are drawn from
+	// (default: data.train); CalibPrompts is how many (150).
+	CalibData    []string `yaml:"calib_data"`
+	CalibPrompts int      `yaml:"calib_prompts"`
+}
+
+// OptimSection sets AdamW and its schedule.
+type OptimSection struct {
+	LR          float64 `yaml:"lr"`
+	WarmupRatio float64 `yaml:"warmup_ratio"`
+	WarmupSteps int     `yaml:"warmup_steps"`
+	WeightDecay float64 `yaml:"weight_decay"`
+	Beta1       float64 `yaml:"beta1"`
+	Beta2       float64 `yaml:"beta2"`
+	Epsilon     float64 `yaml:"epsilon"`
+	MaxGradNorm float64 `yaml:"max_grad_norm"`
+}
+
+// CheckpointConfig sets checkpointing.
+type CheckpointConfig struct {
+	// Every writes a checkpoint every Every steps (and after the last).
+	Every int `yaml:"every"`
+	// Keep is the number of checkpoints kept (oldest deleted first; 0: all).
+	Keep int `yaml:"keep"`
+	// DType of the policy weights: "f32" (exact resume) or "bf16" (half the
+	// size; a resumed run then differs from an uninterrupted one).
+	DType string `yaml:"dtype"`
+}
+
+// DefaultConfig is the paper's Qwen2.5-3B-Instruct recipe (METHOD.md and the
+// official code's verl settings); model, data and retriever are left empty.
+func DefaultConfig() Config {
+	return Config{
+		Seed: 0, Epochs: 1,
+		Data:      DataConfig{Shuffle: true},
+		APS:       APSConfig{Enabled: true, Alpha: 0.2, Candidates: 5, TopK: 3},
+		Rollout:   rolloutDefaults(),
+		GRPO:      grpoDefaults(),
+		ACI:       aciDefaults(),
+		Optim:     optimDefaults(),
+		Checkpoint: CheckpointConfig{Every: 100, Keep: 2, DType: "f32"},
+	}
+}
+
+func rolloutDefaults() RolloutConfig {
+	a := agent.DefaultRolloutConfig()
+	return RolloutConfig{
+		GroupSize: 5, Temperature: a.Temperature, TopP: 1, TopK: 0,
+		MaxTurns: a.MaxTurns, TurnRule: a.TurnRule.String(), Placement: a.Placement.String(), InfoFormat: a.Info.String(),
+		MaxObsTokens: a.MaxObsTokens, MaxTurnTokens: a.MaxTurnTokens,
+		MaxPromptTokens: a.MaxPromptTokens, MaxResponseTokens: a.MaxResponseTokens,
+		RetrieveAttempts: a.RetrieveAttempts, RetrieveTimeout: a.RetrieveTimeout,
+	}
+}
+
+func grpoDefaults() GRPOConfig {
+	l := DefaultLossConfig()
+	return GRPOConfig{PromptsPerStep: 512, MiniBatchPrompts: 256, MicroBatch: 8, PPOEpochs: 1,
+		ClipLow: l.ClipLow, ClipHigh: l.ClipHigh, DualClip: l.DualClip, KLCoef: l.KLCoef, EntropyCoef: l.EntropyCoef,
+		RecomputeOldLogProbs: true}
+}
+
+func aciDefaults() ACIConfig {
+	c := conformal.DefaultACIConfig()
+	return ACIConfig{Enabled: true, Rho: c.Rho, Gamma: c.Gamma, Eta: c.Eta, Window: c.Window,
+		Rule: c.Rule.String(), Quantile: c.Quantile.String(), Decay: c.Decay, Alpha1: 0, // α₁ = ρ
+		AlphaMin: c.AlphaMin, AlphaMax: c.AlphaMax, CalibPrompts: 150}
+}
+
+func optimDefaults() OptimSection {
+	o := DefaultOptimConfig()
+	return OptimSection{LR: o.LR, WarmupRatio: o.WarmupRatio, WeightDecay: o.WeightDecay,
+		Beta1: o.Beta1, Beta2: o.Beta2, Epsilon: o.Epsilon, MaxGradNorm: o.MaxGradNorm}
+}
+
+// LoadConfig reads a YAML run file over DefaultConfig, applies the
+// key=value overrides (dotted YAML paths, values in YAML syntax, e.g.
+// aci.rho=0.1 or data.train=[a.jsonl,b.parquet]), resolves relative paths
+// against the file's folder, and validates the result. Unknown keys are
+// errors.
+func LoadConfig(path string, sets []string) (*Config, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", path, err)
+	}
+	cfg, err := ParseConfig(raw, sets)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", path, err)
+	}
+	cfg.ResolvePaths(filepath.Dir(path))
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("load %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// ParseConfig decodes YAML over DefaultConfig and applies overrides; it does
+// not resolve paths nor validate.
+func ParseConfig(raw []byte, sets []string) (*Config, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return nil, err
+	}
+	if doc.Kind == 0 { // empty file
+		doc = yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{{Kind: yaml.MappingNode, Tag: "!!map"}}}
+	}
+	if len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil, errors.New("config: the top level must be a mapping")
+	}
+	for _, s := range sets {
+		if err := applySet(doc.Content[0], s); err != nil {
+			return nil, err
+		}
+	}
+	b, err := yaml.Marshal(&doc)
+	if err != nil {
+		return nil, err
+	}
+	cfg := DefaultConfig()
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && err != io.EOF {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return &cfg, nil
+}
+
+// applySet sets a dotted key of a YAML mapping to a YAML value, creating
+// intermediate mappings.
+func applySet(root *yaml.Node, set string) error {
+	key, val, ok := strings.Cut(set, "=")
+	key = strings.TrimSpace(key)
+	if !ok || key == "" {
+		return fmt.Errorf("--set %q: want key=value", set)
+	}
+	var value yaml.Node
+	if err := yaml.Unmarshal([]byte(val), &value); err != nil {
+		return fmt.Errorf("--set %s: value: %w", key, err)
+	}
+	v := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: "null"}
+	if len(value.Content) == 1 {
+		v = value.Content[0]
+	}
+	parts := strings.Split(key, ".")
+	node := root
+	for i, p := range parts {
+		if p == "" {
+			return fmt.Errorf("--set %s: empty path element", key)
+		}
+		if node.Kind != yaml.MappingNode {
+			return fmt.Errorf("--set %s: %s is not a mapping", key, strings.Join(parts[:i], "."))
+		}
+		var child *yaml.Node
+		for j := 0; j+1 < len(node.Content); j += 2 {
+			if node.Content[j].Value == p {
+				child = node.Content[j+1]
+				if i == len(parts)-1 {
+					node.Content[j+1] = v
+				}
+				break
+			}
+		}
+		if i == len(parts)-1 {
+			if child == nil {
+				node.Content = append(node.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: p}, v)
+			}
+			return nil
+		}
+		if child == nil {
+			child = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+			node.Content = append(node.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: p}, child)
+		}
+		node = child
+	}
+	return nil
+}
+
+// ResolvePaths makes every relative path absolute against dir.
+func (c *Config) ResolvePaths(dir string) {
+	abs := func(p *string) {
+		if *p != "" && !filepath.IsAbs(*p) && !strings.Contains(*p, "://") {
+			*p = filepath.Join(dir, *p)
+		}
+		if *p != "" && !strings.Contains(*p, "://") {
+			if a, err := filepath.Abs(*p); err == nil {
+				*p = a
+			}
+		}
+	}
+	for _, p := range []*string{&c.Model.Path, &c.Model.Tokenizer, &c.Model.Reference, &c.Retriever.Index,
+		&c.APS.QHatFile, &c.ACI.Bootstrap} {
+		abs(p)
+	}
+	for i := range c.Data.Train {
+		abs(&c.Data.Train[i])
+	}
+	for i := range c.ACI.CalibData {
+		abs(&c.ACI.CalibData[i])
+	}
+}
+
+// Validate reports every unusable setting at once.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.Steps < 0 {
+		bad("steps %d < 0", c.Steps)
+	}
+	if c.Steps == 0 && c.Epochs < 1 {
+		bad("epochs %d < 1 (with steps 0)", c.Epochs)
+	}
+	if c.Model.Path == "" {
+		bad("model.path is required")
+	}
+	if len(c.Data.Train) == 0 {
+		bad("data.train is required")
+	}
+	if c.Data.Limit < 0 {
+		bad("data.limit %d < 0", c.Data.Limit)
+	}
+	if (c.Retriever.Index == "") == (c.Retriever.Server == "") {
+		bad("give exactly one of retriever.index and retriever.server")
+	}
+	if c.APS.Enabled && c.APS.QHatFile == "" {
+		bad("aps.enabled needs aps.qhat_file (cas calibrate aps --out FILE)")
+	}
+	if c.APS.Alpha < 0 || c.APS.Alpha >= 1 {
+		bad("aps.alpha %g outside [0, 1)", c.APS.Alpha)
+	}
+	if c.Rollout.GroupSize < 1 {
+		bad("rollout.group_size %d < 1", c.Rollout.GroupSize)
+	}
+	g := c.GRPO
+	if g.PromptsPerStep < 1 {
+		bad("grpo.prompts_per_step %d < 1", g.PromptsPerStep)
+	}
+	if g.MiniBatchPrompts < 1 || g.MiniBatchPrompts > g.PromptsPerStep {
+		bad("grpo.mini_batch_prompts %d outside [1, prompts_per_step %d]", g.MiniBatchPrompts, g.PromptsPerStep)
+	}
+	if g.MicroBatch < 1 {
+		bad("grpo.micro_batch %d < 1", g.MicroBatch)
+	}
+	if c.ACI.CalibPrompts < 1 && c.ACI.Bootstrap == "" {
+		bad("aci.calib_prompts %d < 1 without aci.bootstrap", c.ACI.CalibPrompts)
+	}
+	if c.Checkpoint.Every < 1 {
+		bad("checkpoint.every %d < 1", c.Checkpoint.Every)
+	}
+	if c.Checkpoint.Keep < 0 {
+		bad("checkpoint.keep %d < 0", c.Checkpoint.Keep)
+	}
+	if _, err := c.weightDType(); err != nil {
+		bad("%v", err)
+	}
+	if _, err := c.rolloutConfig(); err != nil {
+		bad("%v", err)
+	}
+	if _, err := c.aciConfig(); err != nil {
+		bad("%v", err)
+	}
+	lc := c.learnerConfig(1)
+	if err := lc.Validate(); err != nil {
+		bad("%v", err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	return nil
+}
+
+// Save writes the config as YAML (atomically).
+func (c *Config) Save(path string) error {
+	b, err := yaml.Marshal(c)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, b)
+}
+
+// TotalSteps is the run's length for n training prompts.
+func (c *Config) TotalSteps(n int) int {
+	if c.Steps > 0 {
+		return c.Steps
+	}
+	return c.Epochs * (n / c.GRPO.PromptsPerStep)
+}
+
+// weightDType maps checkpoint.dtype.
+func (c *Config) weightDType() (string, error) {
+	switch strings.ToLower(c.Checkpoint.DType) {
+	case "f32", "float32", "":
+		return "F32", nil
+	case "bf16", "bfloat16":
+		return "BF16", nil
+	}
+	return "", fmt.Errorf("checkpoint.dtype %q: want f32 or bf16", c.Checkpoint.DType)
+}
+
+// rolloutConfig builds the agent's rollout settings (APS is set by the
+// caller once the calibration file is read).
+func (c *Config) rolloutConfig() (agent.RolloutConfig, error) {
+	r := agent.DefaultRolloutConfig()
+	var err error
+	var errs []error
+	if r.TurnRule, err = agent.ParseTurnRule(c.Rollout.TurnRule); err != nil {
+		errs = append(errs, err)
+	}
+	if r.Placement, err = agent.ParsePlacement(c.Rollout.Placement); err != nil {
+		errs = append(errs, err)
+	}
+	if r.Info, err = agent.ParseInfoFormat(c.Rollout.InfoFormat); err != nil {
+		errs = append(errs, err)
+	}
+	ro := c.Rollout
+	r.ChatFamily = c.Model.ChatFamily
+	r.MaxTurns = ro.MaxTurns
+	r.Candidates, r.TopK = c.APS.Candidates, c.APS.TopK
+	r.MaxObsTokens, r.MaxTurnTokens = ro.MaxObsTokens, ro.MaxTurnTokens
+	r.MaxPromptTokens, r.MaxResponseTokens = ro.MaxPromptTokens, ro.MaxResponseTokens
+	r.Temperature, r.TopP, r.SampleTopK = ro.Temperature, ro.TopP, ro.TopK
+	r.RetrieveAttempts, r.RetrieveTimeout = ro.RetrieveAttempts, ro.RetrieveTimeout
+	if err := errors.Join(errs...); err != nil {
+		return r, err
+	}
+	if c.APS.Enabled {
+		// Validate with a placeholder threshold; the real one comes from
+		// the calibration file.
+		probe := r
+		probe.SetAPS(conformal.PaperAPS(), math.Inf(1))
+		return r, probe.Validate()
+	}
+	return r, r.Validate()
+}
+
+// aciConfig builds the controller's settings.
+func (c *Config) aciConfig() (conformal.ACIConfig, error) {
+	a := c.ACI
+	rule, err := conformal.ParseACIRule(a.Rule)
+	if err != nil {
+		return conformal.ACIConfig{}, err
+	}
+	q, err := conformal.ParseQuantileRule(a.Quantile)
+	if err != nil {
+		return conformal.ACIConfig{}, err
+	}
+	out := conformal.ACIConfig{Rho: a.Rho, Gamma: a.Gamma, Eta: a.Eta, Window: a.Window, Rule: rule, Quantile: q,
+		Decay: a.Decay, Alpha1: a.Alpha1, AlphaMin: a.AlphaMin, AlphaMax: a.AlphaMax}
+	return out, out.Validate()
+}
+
+// learnerConfig builds the update's settings for a run of totalSteps
+// training steps (the warm-up ratio counts optimiser steps: training steps ×
+// mini-batches per step).
+func (c *Config) learnerConfig(totalSteps int) LearnerConfig {
+	g := c.GRPO
+	perStep := 1
+	if g.MiniBatchPrompts > 0 {
+		perStep = max(1, (g.PromptsPerStep+g.MiniBatchPrompts-1)/g.MiniBatchPrompts) * max(1, g.PPOEpochs)
+	}
+	o := c.Optim
+	return LearnerConfig{
+		Loss: LossConfig{ClipLow: g.ClipLow, ClipHigh: g.ClipHigh, DualClip: g.DualClip, KLCoef: g.KLCoef, EntropyCoef: g.EntropyCoef},
+		Optim: OptimConfig{LR: o.LR, WarmupRatio: o.WarmupRatio, WarmupSteps: o.WarmupSteps * perStep,
+			TotalSteps: max(1, totalSteps) * perStep, WeightDecay: o.WeightDecay, Beta1: o.Beta1, Beta2: o.Beta2,
+			Epsilon: o.Epsilon, MaxGradNorm: o.MaxGradNorm, SkipNonFinite: true},
+		MiniBatchGroups: g.MiniBatchPrompts, MicroBatch: g.MicroBatch, Epochs: g.PPOEpochs,
+		RecomputeOldLogProbs: g.RecomputeOldLogProbs, Temperature: c.Rollout.Temperature, ApplyACI: c.ACI.Enabled,
+	}
+}
+
+// writeFileAtomic writes b to path through a synced temporary file and a
+// rename.
+func writeFileAtomic(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	name := tmp.Name()
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		os.Remove(name)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		os.Remove(name)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		os.Remove(name)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(name)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(name, path); err != nil {
+		os.Remove(name)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// syncDir fsyncs a directory so that renames into it are durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,485 @@
+package train
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/cas-engine/cas/agent"
+	"github.com/cas-engine/cas/conformal"
+	"github.com/cas-engine/cas/model/qwen"
+	"github.com/cas-engine/cas/model/safetensors"
+	"github.com/cas-engine/cas/model/tokenizer"
+	"github.com/cas-engine/cas/search"
+)
+
+// Files of a run folder besides the checkpoints and metrics.
+const (
+	RunConfigFile    = "config.yaml"
+	ACIBootstrapFile = "aci_bootstrap.jsonl"
+)
+
+// RunOptions are what a run needs from outside its config.
+type RunOptions struct {
+	// Backend runs the models (required).
+	Backend backends.Backend
+	// Retriever serves the searches (the index or server of the config,
+	// opened by the caller). Required.
+	Retriever search.Retriever
+	// Tokenizer overrides the config's tokenizer file (tests use small
+	// ones); nil loads model.tokenizer.
+	Tokenizer agent.Tokenizer
+	// Progress receives progress bars (nil: none); Log one-line messages
+	// (nil: none).
+	Progress io.Writer
+	Log      io.Writer
+	// StopAfter, when > 0, ends Run after that many steps of this process
+	// (each followed by its checkpoint when due): a controlled stand-in for
+	// a killed run.
+	StopAfter int
+}
+
+// Trainer is a CAS training run (paper Algorithm 1): every step samples G
+// trajectories for each of a batch of prompts with APS-truncated retrieval,
+// rewards them, updates the policy with GRPO+ACI, logs a metrics line, and
+// checkpoints every N steps.
+type Trainer struct {
+	cfg     *Config
+	dir     string
+	opts    RunOptions
+	tok     agent.Tokenizer
+	policy  *qwen.Model
+	ref     *qwen.Model
+	aci     *conformal.ACI
+	learner *Learner
+	runner  *agent.Runner
+	loader  *Loader
+	rng     *rand.PCG
+	step    int
+	total   int
+	dtype   safetensors.DType
+	metrics *MetricsWriter
+	lastCkp int
+}
+
+// NewTrainer starts a fresh run in runDir (created; it must not hold a run
+// already): it saves the resolved config, loads the models, computes or
+// reads the ACI bootstrap, and is ready to Run.
+func NewTrainer(cfg *Config, runDir string, opts RunOptions) (*Trainer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(runDir, RunConfigFile)); err == nil {
+		return nil, fmt.Errorf("%s already holds a run (resume it with --resume, or choose another --out)", runDir)
+	}
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		return nil, fmt.Errorf("run folder: %w", err)
+	}
+	c := *cfg
+	if c.Name == "" {
+		c.Name = filepath.Base(filepath.Clean(runDir))
+	}
+	t, err := newTrainer(&c, runDir, opts)
+	if err != nil {
+		return nil, err
+	}
+	policy, err := qwen.Load(c.Model.Path, opts.Backend, qwen.LoadOptions{Progress: opts.Progress})
+	if err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	t.policy = policy
+	if err := t.loadReference(); err != nil {
+		return nil, err
+	}
+	if err := t.initACI(); err != nil {
+		return nil, err
+	}
+	t.rng = rand.NewPCG(c.Seed, 0xa54ff53a5f1d36f1)
+	if err := t.finish(); err != nil {
+		return nil, err
+	}
+	if t.metrics, err = OpenMetrics(runDir, 0); err != nil {
+		return nil, err
+	}
+	if err := c.Save(filepath.Join(runDir, RunConfigFile)); err != nil {
+		return nil, err
+	}
+	t.logf("run %s: %d prompts, %d steps of %d prompts × %d, policy %s (%.1fM parameters)",
+		c.Name, t.loader.Len(), t.total, c.GRPO.PromptsPerStep, c.Rollout.GroupSize, c.Model.Path,
+		float64(policy.Config.NumParameters())/1e6)
+	return t, nil
+}
+
+// ResumeTrainer continues the run in runDir from its latest checkpoint
+// with the saved config (optionally changed by overrides, e.g. a longer
+// steps): the policy, optimiser, ACI controller, RNG and data cursor are
+// restored, and metrics lines after the checkpoint are dropped, so the run
+// continues exactly as an uninterrupted one would have.
+func ResumeTrainer(runDir string, sets []string, opts RunOptions) (*Trainer, error) {
+	cfgPath := filepath.Join(runDir, RunConfigFile)
+	cfg, err := LoadConfig(cfgPath, sets)
+	if err != nil {
+		return nil, err
+	}
+	ckpt, err := LatestCheckpoint(runDir)
+	if err != nil {
+		return nil, err
+	}
+	st, err := ReadTrainerState(ckpt)
+	if err != nil {
+		return nil, err
+	}
+	t, err := newTrainer(cfg, runDir, opts)
+	if err != nil {
+		return nil, err
+	}
+	if t.policy, err = qwen.Load(ckpt, opts.Backend, qwen.LoadOptions{Progress: opts.Progress}); err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	if err := RestoreOptimizerState(t.policy.Context(), ckpt); err != nil {
+		return nil, err
+	}
+	if err := t.loadReference(); err != nil {
+		return nil, err
+	}
+	if t.aci, err = ReadACIState(ckpt); err != nil {
+		return nil, err
+	}
+	t.rng = &rand.PCG{}
+	if err := t.rng.UnmarshalBinary(st.RNG); err != nil {
+		return nil, fmt.Errorf("%s: rng state: %w", ckpt, err)
+	}
+	t.step, t.lastCkp = st.Step, st.Step
+	t.loader.SetCursor(st.Data)
+	if st.WeightsDType != string(safetensors.F32) {
+		t.logf("warning: checkpoint weights are %s: the resumed run is not bit-identical to an uninterrupted one", st.WeightsDType)
+	}
+	if err := t.finish(); err != nil {
+		return nil, err
+	}
+	if t.metrics, err = OpenMetrics(runDir, st.Step); err != nil {
+		return nil, err
+	}
+	if len(sets) > 0 {
+		if err := cfg.Save(cfgPath); err != nil {
+			return nil, err
+		}
+	}
+	t.logf("resumed %s at step %d of %d from %s", cfg.Name, t.step, t.total, ckpt)
+	return t, nil
+}
+
+// newTrainer loads what fresh and resumed runs share: tokenizer and data.
+func newTrainer(cfg *Config, runDir string, opts RunOptions) (*Trainer, error) {
+	if opts.Backend == nil {
+		return nil, errors.New("train: no backend")
+	}
+	if opts.Retriever == nil {
+		return nil, errors.New("train: no retriever")
+	}
+	t := &Trainer{cfg: cfg, dir: runDir, opts: opts, tok: opts.Tokenizer}
+	var err error
+	if t.tok == nil {
+		path := cfg.Model.Tokenizer
+		if path == "" {
+			path = filepath.Join(cfg.Model.Path, tokenizerJSONFile)
+		}
+		tk, err := tokenizer.Load(path)
+		if err != nil {
+			return nil, fmt.Errorf("load %s: %w", path, err)
+		}
+		t.tok = tk
+	}
+	dt, err := cfg.weightDType()
+	if err != nil {
+		return nil, err
+	}
+	t.dtype = safetensors.DType(dt)
+	prompts, err := LoadPrompts(cfg.Data.Train...)
+	if err != nil {
+		return nil, fmt.Errorf("data.train: %w", err)
+	}
+	if cfg.Data.Limit > 0 && cfg.Data.Limit < len(prompts) {
+		prompts = prompts[:cfg.Data.Limit]
+	}
+	if len(prompts) < cfg.GRPO.PromptsPerStep {
+		return nil, fmt.Errorf("data.train has %d prompts, fewer than prompts_per_step %d", len(prompts), cfg.GRPO.PromptsPerStep)
+	}
+	t.loader = NewLoader(prompts, cfg.Seed, cfg.Data.Shuffle)
+	t.total = cfg.TotalSteps(len(prompts))
+	if t.total < 1 {
+		return nil, fmt.Errorf("the run has no step (steps %d, epochs %d, %d prompts, %d per step)",
+			cfg.Steps, cfg.Epochs, len(prompts), cfg.GRPO.PromptsPerStep)
+	}
+	return t, nil
+}
+
+func (t *Trainer) loadReference() error {
+	path := t.cfg.Model.Reference
+	if path == "" {
+		path = t.cfg.Model.Path
+	}
+	if t.cfg.GRPO.KLCoef == 0 {
+		return nil
+	}
+	ref, err := qwen.Load(path, t.opts.Backend, qwen.LoadOptions{Progress: t.opts.Progress})
+	if err != nil {
+		return fmt.Errorf("reference model: %w", err)
+	}
+	t.ref = ref
+	return nil
+}
+
+// initACI builds the controller of a fresh run, its window preloaded with
+// the bootstrap scores (read from aci.bootstrap, or computed with the
+// untrained policy and saved to the run folder).
+func (t *Trainer) initACI() error {
+	acfg, err := t.cfg.aciConfig()
+	if err != nil {
+		return err
+	}
+	var scores []float64
+	if t.cfg.ACI.Bootstrap != "" {
+		if scores, err = ReadScores(t.cfg.ACI.Bootstrap); err != nil {
+			return err
+		}
+	} else {
+		if scores, err = ComputeBootstrap(t.cfg, t.policy, t.tok, t.opts.Progress); err != nil {
+			return err
+		}
+	}
+	if err := WriteScores(filepath.Join(t.dir, ACIBootstrapFile), scores); err != nil {
+		return err
+	}
+	if t.aci, err = conformal.NewACI(acfg, scores); err != nil {
+		return err
+	}
+	t.logf("ACI window bootstrapped with %d scores (next q = %.4g)", len(scores), t.aci.QHat())
+	return nil
+}
+
+// ComputeBootstrap draws aci.calib_prompts prompts (seeded) from
+// aci.calib_data (default data.train) and scores the policy's greedy
+// answers to them (BootstrapScores).
+func ComputeBootstrap(cfg *Config, policy *qwen.Model, tok agent.Tokenizer, progress io.Writer) ([]float64, error) {
+	files := cfg.ACI.CalibData
+	if len(files) == 0 {
+		files = cfg.Data.Train
+	}
+	prompts, err := LoadPrompts(files...)
+	if err != nil {
+		return nil, fmt.Errorf("aci calibration prompts: %w", err)
+	}
+	rc, err := cfg.rolloutConfig()
+	if err != nil {
+		return nil, err
+	}
+	calib := DrawPrompts(prompts, cfg.ACI.CalibPrompts, cfg.Seed)
+	return BootstrapScores(policy, tok, calib, BootstrapConfig{
+		Placement: rc.Placement, ChatFamily: rc.ChatFamily, MaxNewTokens: rc.MaxTurnTokens,
+		Batch: max(1, min(64, cfg.GRPO.MicroBatch*4)), Progress: progress,
+	})
+}
+
+// finish builds the learner and the rollout runner.
+func (t *Trainer) finish() error {
+	lc := t.cfg.learnerConfig(t.total)
+	var err error
+	if t.learner, err = NewLearner(t.policy, t.ref, t.aci, lc); err != nil {
+		return err
+	}
+	rc, err := t.cfg.rolloutConfig()
+	if err != nil {
+		return err
+	}
+	if t.cfg.APS.Enabled {
+		aps, qhat, err := loadAPSChecked(t.cfg.APS.QHatFile, t.cfg.APS.Alpha)
+		if err != nil {
+			return err
+		}
+		rc.SetAPS(aps, qhat)
+	}
+	if t.runner, err = agent.NewRunner(agent.QwenPolicy{Model: t.policy}, t.tok, t.opts.Retriever, rc); err != nil {
+		return err
+	}
+	return nil
+}
+
+// loadAPSChecked reads an APS calibration report and, when alpha > 0 and
+// the report records its own "alpha", checks that they agree.
+func loadAPSChecked(path string, alpha float64) (conformal.APS, float64, error) {
+	aps, qhat, err := agent.LoadAPS(path)
+	if err != nil {
+		return aps, qhat, err
+	}
+	if alpha > 0 {
+		var rep struct {
+			Alpha *float64 `json:"alpha"`
+		}
+		if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &rep) == nil && rep.Alpha != nil {
+			if d := *rep.Alpha - alpha; d > 1e-9 || d < -1e-9 {
+				return aps, qhat, fmt.Errorf("%s was calibrated at alpha %g, the config says aps.alpha %g", path, *rep.Alpha, alpha)
+			}
+		}
+	}
+	return aps, qhat, nil
+}
+
+// Step returns the number of completed steps.
+func (t *Trainer) Step() int { return t.step }
+
+// Total returns the run's length in steps.
+func (t *Trainer) Total() int { return t.total }
+
+// Policy returns the model being trained.
+func (t *Trainer) Policy() *qwen.Model { return t.policy }
+
+// Config returns the run's resolved configuration.
+func (t *Trainer) Config() *Config { return t.cfg }
+
+// Dir returns the run folder.
+func (t *Trainer) Dir() string { return t.dir }
+
+func (t *Trainer) logf(format string, args ...any) {
+	if t.opts.Log != nil {
+		fmt.Fprintf(t.opts.Log, format+"\n", args...)
+	}
+}
+
+// Run trains until the last step (or StopAfter steps, or ctx is
+// cancelled: the state after the last completed step is then checkpointed,
+// so the run can be resumed). A NaN/Inf loss or gradient stops the run
+// with an error naming the step; the last good checkpoint is kept.
+func (t *Trainer) Run(ctx context.Context) error {
+	defer t.metrics.Close()
+	var bar *progressbar.ProgressBar
+	if t.opts.Progress != nil {
+		bar = progressbar.NewOptions(t.total, progressbar.OptionSetWriter(t.opts.Progress),
+			progressbar.OptionSetDescription("train"), progressbar.OptionShowCount(),
+			progressbar.OptionSetPredictTime(true), progressbar.OptionShowElapsedTimeOnFinish(),
+			progressbar.OptionFullWidth())
+		_ = bar.Set(t.step)
+	}
+	done := 0
+	for t.step < t.total {
+		if err := ctx.Err(); err != nil {
+			return errors.Join(err, t.checkpointIfNew())
+		}
+		m, err := t.trainStep(ctx)
+		if err != nil {
+			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				return errors.Join(err, t.checkpointIfNew())
+			}
+			last := "none (no step completed)"
+			if t.lastCkp > 0 {
+				last = filepath.Join(t.dir, CheckpointsDir, CheckpointName(t.lastCkp))
+			}
+			return fmt.Errorf("step %d: %w (the run stopped; last good checkpoint: %s)", t.step+1, err, last)
+		}
+		t.step++
+		if err := t.metrics.Write(m); err != nil {
+			return err
+		}
+		if bar != nil {
+			bar.Describe(fmt.Sprintf("train (reward %.3f, EM %.3f, searches %.2f, α %.3f)", m.Reward, m.EM, m.SearchCalls, m.Alpha))
+			_ = bar.Set(t.step)
+		}
+		if t.step%t.cfg.Checkpoint.Every == 0 || t.step == t.total {
+			if err := t.checkpoint(); err != nil {
+				return err
+			}
+		}
+		done++
+		if t.opts.StopAfter > 0 && done >= t.opts.StopAfter {
+			return nil
+		}
+	}
+	return nil
+}
+
+// trainStep runs one step: prompts → rollouts → GRPO+ACI update → metrics.
+func (t *Trainer) trainStep(ctx context.Context) (StepMetrics, error) {
+	start := time.Now()
+	prompts, err := t.loader.Next(t.cfg.GRPO.PromptsPerStep)
+	if err != nil {
+		return StepMetrics{}, err
+	}
+	epoch := t.loader.Cursor().Epoch
+	qs := make([]agent.Question, len(prompts))
+	for i, p := range prompts {
+		qs[i] = agent.Question{ID: p.ID, Text: p.Question, Golds: p.Answers}
+	}
+	seed := t.rng.Uint64()
+	ats, err := t.runner.Run(ctx, qs, t.cfg.Rollout.GroupSize, seed)
+	if err != nil {
+		return StepMetrics{}, fmt.Errorf("rollouts: %w", err)
+	}
+	trajs := make([]Trajectory, len(ats))
+	for i, a := range ats {
+		trajs[i] = FromAgent(a)
+	}
+	rollout := time.Since(start)
+	res, err := t.learner.Step(trajs)
+	if err != nil {
+		return StepMetrics{}, err
+	}
+	m := NewStepMetrics(t.step+1, trajs, res, rollout, time.Since(start))
+	m.Epoch, m.Run, m.ACIWeighted = epoch, t.cfg.Name, t.cfg.ACI.Enabled
+	return m, nil
+}
+
+// FromAgent converts a rollout into the learner's trajectory (group = the
+// question's index in its batch).
+func FromAgent(a *agent.Trajectory) Trajectory {
+	mask := a.ResponseMask()
+	lm := make([]bool, len(mask))
+	for i, m := range mask {
+		lm[i] = m == 1
+	}
+	docs := make([]int, len(a.Searches))
+	for i, s := range a.Searches {
+		docs[i] = len(s.Kept)
+	}
+	return Trajectory{
+		Group: a.Question, Tokens: a.IDs, PromptLen: a.PromptLen, LossMask: lm,
+		OldLogProbs: a.ResponseLogProbs(), AnswerSpan: a.AnswerSpan,
+		Reward: a.Outcome.Reward, EM: a.EM, Valid: a.Outcome.Valid,
+		SearchCalls: len(a.Searches), DocsPerSearch: docs, Turns: a.Turns,
+	}
+}
+
+func (t *Trainer) checkpointIfNew() error {
+	if t.step == t.lastCkp {
+		return nil
+	}
+	return t.checkpoint()
+}
+
+// checkpoint writes the state after t.step steps.
+func (t *Trainer) checkpoint() error {
+	if err := t.metrics.Sync(); err != nil {
+		return err
+	}
+	rng, err := t.rng.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	st := TrainerState{Step: t.step, TotalSteps: t.total, Data: t.loader.Cursor(), RNG: rng}
+	src := CheckpointSource{ModelDir: t.cfg.Model.Path, Tokenizer: t.cfg.Model.Tokenizer}
+	dir, err := WriteCheckpoint(t.dir, t.policy, t.aci, st, src, t.dtype, t.cfg.Checkpoint.Keep)
+	if err != nil {
+		return err
+	}
+	t.lastCkp = t.step
+	t.logf("checkpoint %s", dir)
+	return nil
+}

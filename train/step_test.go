@@ -1,0 +1,164 @@
+package train
+
+import (
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+
+	"github.com/cas-engine/cas/conformal"
+	"github.com/cas-engine/cas/internal/sharedtest"
+	"github.com/cas-engine/cas/model/qwen"
+)
+
+// tinyModel loads a golden tiny Qwen model (qwen2-tiny or qwen3-tiny).
+func tinyModel(t testing.TB, name string) *qwen.Model {
+	t.Helper()
+	dir := filepath.Dir(sharedtest.Path(t, "golden", name, "config.json"))
+	m, err := qwen.Load(dir, testBackend(t), qwen.LoadOptions{})
+	if err != nil {
+		t.Fatalf("load %s: %v", name, err)
+	}
+	return m
+}
+
+// synthTrajectories builds groups×g trajectories with random tokens: a
+// prompt, a generated turn, a retrieved block (out of the loss), a final
+// generated turn whose last tokens are the answer span; rewards vary within
+// each group.
+func synthTrajectories(seed uint64, vocab, groups, g int) []Trajectory {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	var out []Trajectory
+	for grp := range groups {
+		promptLen := 4 + rng.IntN(6)
+		prompt := make([]int, promptLen)
+		for i := range prompt {
+			prompt[i] = rng.IntN(vocab)
+		}
+		for k := range g {
+			gen1, info, gen2 := 3+rng.IntN(5), 2+rng.IntN(6), 3+rng.IntN(5)
+			tr := Trajectory{Group: grp, PromptLen: promptLen, Tokens: append([]int(nil), prompt...)}
+			for range gen1 + info + gen2 {
+				tr.Tokens = append(tr.Tokens, rng.IntN(vocab))
+			}
+			for j := range gen1 + info + gen2 {
+				tr.LossMask = append(tr.LossMask, j < gen1 || j >= gen1+info)
+			}
+			n := gen1 + info + gen2
+			tr.AnswerSpan = [2]int{n - 2, n}
+			tr.Reward = []float64{0, 0.1, 0.2, 1}[(grp+k)%4]
+			tr.EM = tr.Reward == 1
+			tr.Valid = tr.Reward >= 0.2
+			tr.SearchCalls = 1
+			tr.DocsPerSearch = []int{1 + k%3}
+			out = append(out, tr)
+		}
+	}
+	return out
+}
+
+// weightValues copies one policy tensor by its Hugging Face name.
+func weightValues(t testing.TB, m *qwen.Model, name string) []float32 {
+	t.Helper()
+	var out []float32
+	err := m.ForEachWeight(func(n string, _ []int, v []float32) error {
+		if n == name {
+			out = append([]float32(nil), v...)
+		}
+		return nil
+	})
+	if err != nil || out == nil {
+		t.Fatalf("weight %s: %v", name, err)
+	}
+	return out
+}
+
+func maxDiff(a, b []float32) float64 {
+	d := 0.0
+	for i := range a {
+		d = math.Max(d, math.Abs(float64(a[i]-b[i])))
+	}
+	return d
+}
+
+func testLearnerConfig() LearnerConfig {
+	cfg := DefaultLearnerConfig()
+	cfg.Optim.LR = 1e-3
+	cfg.Optim.WarmupRatio = 0
+	cfg.MiniBatchGroups = 2
+	cfg.MicroBatch = 3
+	cfg.Loss.KLCoef = 0.01
+	return cfg
+}
+
+// TestLearnerTwoSteps runs two GRPO+ACI steps on both tiny models: losses
+// and norms finite, weights move, the reference does not, the ACI
+// controller advances and its weights reach the loss.
+func TestLearnerTwoSteps(t *testing.T) {
+	for _, name := range []string{"qwen2-tiny", "qwen3-tiny"} {
+		t.Run(name, func(t *testing.T) {
+			policy, ref := tinyModel(t, name), tinyModel(t, name)
+			aciCfg := conformal.DefaultACIConfig()
+			aciCfg.Window = 64
+			boot := make([]float64, 40)
+			for i := range boot {
+				boot[i] = 5 + 2*float64(i)/40 // NLLs of a near-uniform 384-token model ≈ 6
+			}
+			aci, err := conformal.NewACI(aciCfg, boot)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := NewLearner(policy, ref, aci, testLearnerConfig())
+			if err != nil {
+				t.Fatal(err)
+			}
+			const w = "model.layers.0.mlp.up_proj.weight"
+			before, refBefore := weightValues(t, policy, w), weightValues(t, ref, w)
+			for step := range 2 {
+				trajs := synthTrajectories(uint64(step), policy.Config.VocabSize, 4, 3)
+				res, err := l.Step(trajs)
+				if err != nil {
+					t.Fatalf("step %d: %v", step, err)
+				}
+				for _, v := range []float64{res.Loss, res.PG, res.KL, res.GradNorm, res.ClipFrac, res.ApproxKL} {
+					if !isFinite(v) {
+						t.Fatalf("step %d: non-finite result %+v", step, res)
+					}
+				}
+				if res.OptimizerSteps != 2 {
+					t.Errorf("step %d: %d optimiser steps, want 2 (4 prompts, mini-batches of 2)", step, res.OptimizerSteps)
+				}
+				if res.GradNorm <= 0 || math.Abs(res.LR-1e-3) > 1e-9 {
+					t.Errorf("step %d: grad norm %g, lr %g", step, res.GradNorm, res.LR)
+				}
+				if res.KL < 0 || (step > 0 && res.KL == 0) {
+					t.Errorf("step %d: k3 KL %g (≥ 0, and > 0 once the policy moved)", step, res.KL)
+				}
+				if !res.HasACI || res.ACI.T != step+1 {
+					t.Errorf("step %d: ACI step %+v", step, res.ACI)
+				}
+				lowConf := 0
+				for i, om := range res.Omega {
+					if om != 1 {
+						lowConf++
+						if om != aciCfg.Eta || res.Scores[i] <= res.ACI.QHat {
+							t.Errorf("ω %g for score %g, q %g", om, res.Scores[i], res.ACI.QHat)
+						}
+					}
+				}
+				if got := float64(lowConf) / float64(len(res.Omega)); got != res.LowConfidence {
+					t.Errorf("low-confidence ratio %g, want %g", res.LowConfidence, got)
+				}
+			}
+			if aci.T() != 2 || len(aci.Window()) != 40+2*12 {
+				t.Errorf("ACI after two steps: t=%d window=%d", aci.T(), len(aci.Window()))
+			}
+			if d := maxDiff(before, weightValues(t, policy, w)); d == 0 {
+				t.Error("policy weights did not change")
+			}
+			if d := maxDiff(refBefore, weightValues(t, ref, w)); d != 0 {
+				t.Errorf("reference weights changed by %g", d)
+			}
+		})
+	}
+}

@@ -1,0 +1,115 @@
+package train
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/cas-engine/cas/conformal"
+)
+
+// Trajectory is one sampled search-agent episode as the learner consumes it:
+// the rendered prompt followed by everything the agent appended — its own
+// generated turns and the retrieved <information> blocks.
+type Trajectory struct {
+	// Group identifies the prompt: the G trajectories of one prompt share it
+	// (GRPO's group, verl's uid).
+	Group int `json:"group"`
+	// Tokens is the prompt followed by the response.
+	Tokens []int `json:"tokens"`
+	// PromptLen is the number of prompt tokens at the start of Tokens.
+	PromptLen int `json:"prompt_len"`
+	// LossMask has one entry per response token (Tokens[PromptLen:]): true on
+	// tokens the policy generated, false on retrieved (information-block)
+	// tokens. Prompt tokens are never in the loss.
+	LossMask []bool `json:"loss_mask"`
+	// OldLogProbs are log π_old of each response token under the rollout
+	// policy, as sampled. They may be nil when the learner recomputes them
+	// (LearnerConfig.RecomputeOldLogProbs); entries where LossMask is false
+	// are ignored.
+	OldLogProbs []float32 `json:"old_logprobs,omitempty"`
+	// AnswerSpan is the response-token range [start, end) of the content of
+	// the first <answer>…</answer>; start ≥ end means there is none.
+	AnswerSpan [2]int `json:"answer_span"`
+
+	// Reward is the rule reward of the response (paper Eq. 5).
+	Reward float64 `json:"reward"`
+	// EM and Valid are the reward's exact match and format validity.
+	EM    bool `json:"em"`
+	Valid bool `json:"valid"`
+	// SearchCalls is the number of searches executed, DocsPerSearch the
+	// number of passages kept by APS (or fixed k) for each.
+	SearchCalls   int   `json:"search_calls"`
+	DocsPerSearch []int `json:"docs_per_search,omitempty"`
+	// Turns is the number of assistant generations.
+	Turns int `json:"turns"`
+}
+
+// ResponseLen is the number of response tokens.
+func (t *Trajectory) ResponseLen() int { return len(t.Tokens) - t.PromptLen }
+
+// PolicyTokens counts the response tokens inside the loss mask.
+func (t *Trajectory) PolicyTokens() int {
+	n := 0
+	for _, m := range t.LossMask {
+		if m {
+			n++
+		}
+	}
+	return n
+}
+
+// validate checks the trajectory's internal consistency against a
+// vocabulary size; needOld says whether OldLogProbs must be present.
+func (t *Trajectory) validate(vocab int, needOld bool) error {
+	switch {
+	case t.PromptLen < 1:
+		return fmt.Errorf("prompt length %d < 1", t.PromptLen)
+	case len(t.Tokens) <= t.PromptLen:
+		return fmt.Errorf("no response tokens (%d tokens, prompt %d)", len(t.Tokens), t.PromptLen)
+	case len(t.LossMask) != t.ResponseLen():
+		return fmt.Errorf("loss mask has %d entries for %d response tokens", len(t.LossMask), t.ResponseLen())
+	case needOld && len(t.OldLogProbs) != t.ResponseLen():
+		return fmt.Errorf("%d old log-probs for %d response tokens", len(t.OldLogProbs), t.ResponseLen())
+	case math.IsNaN(t.Reward) || math.IsInf(t.Reward, 0):
+		return fmt.Errorf("reward is %v", t.Reward)
+	}
+	for i, id := range t.Tokens {
+		if id < 0 || id >= vocab {
+			return fmt.Errorf("token %d: id %d outside the vocabulary [0, %d)", i, id, vocab)
+		}
+	}
+	return nil
+}
+
+// ConfidenceScore is the ACI non-conformity score of the trajectory (paper
+// Eq. 6; conformal.AnswerNLL): the mean negative log-likelihood under the
+// rollout policy of the tokens of the first answer's content,
+//
+//	s = −(1/|A|) Σ_{j∈A} log π_old(y_j | y_<j),
+//
+// given the response log-probs logp (one per response token). Only
+// policy-generated tokens count: without an answer span the mean runs over
+// the generated tokens (never over retrieved ones), and a trajectory with
+// none scores conformal.EmptyNLL.
+func (t *Trajectory) ConfidenceScore(logp []float32) float64 {
+	gen := make([]float32, 0, len(t.LossMask))
+	span := [2]int{0, 0}
+	for j, m := range t.LossMask {
+		if j == t.AnswerSpan[0] {
+			span[0] = len(gen)
+		}
+		if j == t.AnswerSpan[1] {
+			span[1] = len(gen)
+		}
+		if m {
+			gen = append(gen, logp[j])
+		}
+	}
+	if t.AnswerSpan[1] >= len(t.LossMask) {
+		span[1] = len(gen)
+	}
+	if t.AnswerSpan[0] >= t.AnswerSpan[1] || t.AnswerSpan[0] >= len(t.LossMask) {
+		span = [2]int{0, 0}
+	}
+	return conformal.AnswerNLL(gen, span)
+}
