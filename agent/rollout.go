@@ -172,8 +172,12 @@ type RolloutConfig struct {
 	TopK int
 
 	// MaxObsTokens cuts every appended observation (information block or
-	// invalid-action message) to its first tokens (Search-R1: 500).
+	// invalid-action message) to its first tokens (Search-R1: 500). A cut
+	// information block keeps its closing </information> unless ObsCutBlind
+	// (Search-R1's plain cut, which loses it and so makes the response
+	// invalid under Eq. 5).
 	MaxObsTokens int
+	ObsCutBlind  bool
 	// MaxTurnTokens bounds the tokens of one generation.
 	MaxTurnTokens int
 	// MaxPromptTokens rejects longer prompts (code: 4096).
@@ -225,7 +229,7 @@ func DefaultRolloutConfig() RolloutConfig {
 		MaxResponseTokens: 3000,
 		Temperature:       1,
 		RetrieveAttempts:  3,
-		RetrieveTimeout:   60 * time.Second,
+		RetrieveTimeout:   120 * time.Second,
 		RetryBackoff:      200 * time.Millisecond,
 		CompactBelow:      0.5,
 		Reward:            DefaultRewardConfig(),
@@ -384,8 +388,9 @@ type Trajectory struct {
 	// Observations are the appended spans, in order.
 	Observations []Span `json:"observations,omitempty"`
 	// AnswerSpan is [start, end) in response positions (IDs[PromptLen:]):
-	// the tokens overlapping the content of the first <answer>…</answer> of
-	// the response. {0, 0} when there is none.
+	// the generated tokens overlapping the content of the first
+	// <answer>…</answer> the policy wrote (within one generation). {0, 0}
+	// when there is none or it is empty.
 	AnswerSpan [2]int `json:"answer_span"`
 
 	// Response is the decoded response (special tokens skipped).
@@ -505,6 +510,13 @@ func (w *row) append(ids []int, logps []float32) {
 // one call, appends the information blocks and continues from the KV cache.
 // Trajectories come back question-major: question q's samples are
 // [q·group, (q+1)·group). seed drives sampling.
+//
+// Per generation: a closed <answer> ends the trajectory; the first
+// <search>…</search> is executed while the turn rule allows (later text of
+// the turn is never generated: </search> stops it); a turn with neither
+// gets InvalidActionMessage and another generation — unless it ended with
+// EOS, which ends the trajectory (the model closed its message; Search-R1
+// instead re-tokenizes without the EOS, which a KV cache cannot do).
 //
 // A prompt longer than MaxPromptTokens or the model's context, a token id
 // outside the model's vocabulary and a retrieval that still fails after
@@ -694,20 +706,43 @@ func (m Mode) generations(c RolloutConfig) int {
 	return c.TurnRule.generations(c.MaxTurns)
 }
 
-// observe appends an observation text to a row, cut to MaxObsTokens and to
-// the row's remaining budget, and returns the appended tokens and whether
-// they were cut.
+// observe appends an observation to a row and returns the appended tokens
+// and whether they were cut. An observation longer than MaxObsTokens keeps
+// its first tokens; an information block keeps its closing tail
+// ("</information>", plus "\n\n" in Search-R1's format) after the cut, so
+// that truncation alone never breaks the grammar of Eq. 5 — unless
+// ObsCutBlind asks for Search-R1's plain cut. What exceeds the row's
+// remaining budget is dropped (the trajectory then ends).
 func (r *Runner) observe(w *row, text, kind string) ([]int, bool) {
 	ids := r.tok.Encode(text)
 	full := len(ids)
-	n := min(full, r.cfg.MaxObsTokens, max(w.budget-w.respLen(), 0))
-	ids = ids[:n]
+	if limit := r.cfg.MaxObsTokens; full > limit {
+		tail := infoTail(r.cfg.Info)
+		var tailIDs []int
+		if kind == ObsInformation && !r.cfg.ObsCutBlind && strings.HasSuffix(text, tail) {
+			tailIDs = r.tok.Encode(tail)
+		}
+		if len(tailIDs) < limit {
+			ids = append(r.tok.Encode(strings.TrimSuffix(text, tail))[:limit-len(tailIDs)], tailIDs...)
+		} else {
+			ids = ids[:limit]
+		}
+	}
+	ids = ids[:min(len(ids), max(w.budget-w.respLen(), 0))]
 	start := len(w.t.IDs)
 	w.append(ids, nil)
-	if n > 0 {
-		w.t.Observations = append(w.t.Observations, Span{Start: start, End: start + n, Kind: kind})
+	if len(ids) > 0 {
+		w.t.Observations = append(w.t.Observations, Span{Start: start, End: start + len(ids), Kind: kind})
 	}
-	return ids, n < full
+	return ids, len(ids) < full
+}
+
+// infoTail is what follows the last passage of an information block.
+func infoTail(f InfoFormat) string {
+	if f == InfoSearchR1 {
+		return InformationClose + "\n\n"
+	}
+	return InformationClose
 }
 
 // generate runs one generation for every running row. Rows whose remaining
@@ -788,15 +823,37 @@ func (r *Runner) finish(w *row, f Finish) {
 		t.Prediction = pyStrip(t.Response)
 		t.EM = ExactMatch(t.Prediction, w.golds)
 	}
-	if start, end, ok := AnswerSpan(t.Response); ok && end > start {
-		lo, hi := TokenSpan(r.tok, resp, t.Response, start, end)
-		if hi > lo {
-			t.AnswerSpan = [2]int{lo, hi}
-		}
-	}
+	t.AnswerSpan = r.answerSpan(t)
 	if r.OnDone != nil {
 		r.OnDone(t)
 	}
+}
+
+// answerSpan finds the tokens of the first <answer>…</answer> the policy
+// generated: it looks in each run of generated tokens (between
+// observations) in turn, so an answer quoted by an observation — the
+// invalid-action message holds "<answer> and </answer>" — never counts.
+func (r *Runner) answerSpan(t *Trajectory) [2]int {
+	resp, mask := t.ResponseIDs(), t.ResponseMask()
+	for i := 0; i < len(resp); {
+		if mask[i] == 0 {
+			i++
+			continue
+		}
+		j := i
+		for j < len(resp) && mask[j] == 1 {
+			j++
+		}
+		text := r.tok.Decode(resp[i:j], true)
+		if start, end, ok := AnswerSpan(text); ok {
+			if lo, hi := TokenSpan(r.tok, resp[i:j], text, start, end); hi > lo {
+				return [2]int{i + lo, i + hi}
+			}
+			return [2]int{}
+		}
+		i = j
+	}
+	return [2]int{}
 }
 
 // session is the current generation session and its batch size.

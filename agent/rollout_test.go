@@ -64,16 +64,7 @@ func checkStructure(t *testing.T, tok Tokenizer, cfg RolloutConfig, tr *Trajecto
 				t.Fatalf("search %d: obs tokens %d, span %d", info, s.ObsTokens, sp.End-sp.Start)
 			}
 		}
-		wantIDs := tok.Encode(want)
-		if len(wantIDs) > sp.End-sp.Start {
-			if sp.End-sp.Start != cfg.MaxObsTokens && sp.End != tr.PromptLen+cfg.MaxResponseTokens {
-				t.Fatalf("observation cut to %d tokens, neither the limit %d nor the budget", sp.End-sp.Start, cfg.MaxObsTokens)
-			}
-			wantIDs = wantIDs[:sp.End-sp.Start]
-		}
-		if !slices.Equal(tr.IDs[sp.Start:sp.End], wantIDs) {
-			t.Fatalf("observation %+v holds %q, want %q", sp, tok.Decode(tr.IDs[sp.Start:sp.End], false), tok.Decode(wantIDs, false))
-		}
+		checkObservation(t, tok, cfg, tr, sp, want)
 	}
 	for info < len(tr.Searches) && tr.Searches[info].Turn == 0 {
 		info++
@@ -92,22 +83,82 @@ func checkStructure(t *testing.T, tok Tokenizer, cfg RolloutConfig, tr *Trajecto
 	if tr.Response != tok.Decode(tr.ResponseIDs(), true) {
 		t.Fatalf("response text does not decode from the response ids")
 	}
-	if start, end, ok := AnswerSpan(tr.Response); ok && end > start {
-		lo, hi := tr.AnswerSpan[0], tr.AnswerSpan[1]
-		if hi <= lo {
-			t.Fatalf("answer %q present but no answer span", tr.Response[start:end])
+	checkAnswerSpan(t, tok, tr)
+}
+
+// checkAnswerSpan: the span covers generated tokens only, decodes to text
+// holding the content of a generated <answer>…</answer>, dropping either
+// end token loses part of it, and a trajectory that ended with a non-empty
+// answer has one.
+func checkAnswerSpan(t *testing.T, tok Tokenizer, tr *Trajectory) {
+	t.Helper()
+	resp, mask := tr.ResponseIDs(), tr.ResponseMask()
+	lo, hi := tr.AnswerSpan[0], tr.AnswerSpan[1]
+	if hi <= lo {
+		if tr.AnswerSpan != [2]int{} {
+			t.Fatalf("malformed answer span %v", tr.AnswerSpan)
 		}
-		resp := tr.ResponseIDs()
-		covered := tok.Decode(resp[lo:hi], true)
-		if !strings.Contains(covered, strings.TrimSpace(tr.Response[start:end])) {
-			t.Fatalf("answer span tokens %q do not cover the answer %q", covered, tr.Response[start:end])
+		if tr.Finish == FinishAnswer && strings.TrimSpace(tr.Outcome.Answer) != "" && len(tr.Observations) == 0 {
+			t.Fatalf("answer %q but no answer span", tr.Outcome.Answer)
 		}
-		// minimal: dropping either end token loses part of the answer
-		if hi-lo > 1 && strings.Contains(tok.Decode(resp[lo+1:hi], true), tr.Response[start:end]) {
-			t.Fatalf("answer span [%d,%d) not minimal at the start", lo, hi)
+		return
+	}
+	for i := lo; i < hi; i++ {
+		if mask[i] != 1 {
+			t.Fatalf("answer span %v covers observation token %d", tr.AnswerSpan, i)
 		}
-	} else if tr.AnswerSpan != [2]int{} {
-		t.Fatalf("answer span %v without an answer", tr.AnswerSpan)
+	}
+	// the generated run holding the span
+	a, b := lo, hi
+	for a > 0 && mask[a-1] == 1 {
+		a--
+	}
+	for b < len(mask) && mask[b] == 1 {
+		b++
+	}
+	text := tok.Decode(resp[a:b], true)
+	start, end, ok := AnswerSpan(text)
+	if !ok {
+		t.Fatalf("no answer in the generated run %q holding the span", text)
+	}
+	content := text[start:end]
+	if !strings.Contains(tok.Decode(resp[lo:hi], true), content) {
+		t.Fatalf("answer span tokens %q do not cover the answer %q", tok.Decode(resp[lo:hi], true), content)
+	}
+	if hi-lo > 1 && (strings.Contains(tok.Decode(resp[lo+1:hi], true), content) || strings.Contains(tok.Decode(resp[lo:hi-1], true), content)) {
+		t.Fatalf("answer span %v not minimal for %q", tr.AnswerSpan, content)
+	}
+}
+
+// checkObservation checks that the span holds the observation want: whole,
+// or cut to MaxObsTokens keeping the closing </information>, or cut by the
+// response budget.
+func checkObservation(t *testing.T, tok Tokenizer, cfg RolloutConfig, tr *Trajectory, sp Span, want string) {
+	t.Helper()
+	got := tr.IDs[sp.Start:sp.End]
+	wantIDs := tok.Encode(want)
+	n := len(got)
+	switch {
+	case slices.Equal(got, wantIDs):
+		return
+	case sp.End == tr.PromptLen+cfg.MaxResponseTokens && n < cfg.MaxObsTokens && slices.Equal(got, wantIDs[:n]):
+		return // cut by the budget
+	case sp.End == tr.PromptLen+cfg.MaxResponseTokens && n <= cfg.MaxObsTokens:
+		// cut by the limit (keeping the tail), then by the budget
+	case n != cfg.MaxObsTokens:
+		t.Fatalf("observation of %d tokens cut to %d, neither the limit %d nor the budget", len(wantIDs), n, cfg.MaxObsTokens)
+	}
+	text := tok.Decode(got, false)
+	tail := infoTail(cfg.Info)
+	if sp.Kind == ObsInformation && !cfg.ObsCutBlind {
+		if n == cfg.MaxObsTokens && !strings.HasSuffix(text, tail) {
+			t.Fatalf("cut information block lost its closing tag: …%q", text[max(0, len(text)-40):])
+		}
+		text = strings.TrimSuffix(text, tail)
+	}
+	text = strings.TrimRight(text, "\uFFFD")
+	if !strings.HasPrefix(want, text) {
+		t.Fatalf("observation %+v holds %q, not a prefix of %q", sp, text, want)
 	}
 }
 
@@ -183,6 +234,11 @@ func TestRolloutTinyModels(t *testing.T) {
 					t.Fatalf("the random policy never searched (%d) or answered (%d): the test does not exercise the loop", searches, answers)
 				}
 				keptPerSearch[qhat] = float64(kept) / float64(searches)
+				finishes := map[Finish]int{}
+				for _, tr := range trajs {
+					finishes[tr.Finish]++
+				}
+				t.Logf("q̂ %v: %d searches, %.2f passages each, %d answer spans, finishes %v", qhat, searches, keptPerSearch[qhat], answers, finishes)
 				checkLogProbs(t, m, trajs)
 			}
 			if !(keptPerSearch[0.5] < keptPerSearch[math.Inf(1)]) {
@@ -258,7 +314,7 @@ func TestRolloutScripted(t *testing.T) {
 		case 1:
 			return "<think> I need to find out.</think>\n<search> south state family California </search> <search>ignored</search>", qwen.FinishStop
 		default:
-			return "<think> It says Genentech.</think>\n<answer> Genentech </answer>", qwen.FinishEOS
+			return "<think> It says Genentech.</think>\n<answer> Genentech </answer>", qwen.FinishStop
 		}
 	}
 	run, pol, tok := scripted(t, cfg, corpus.retriever, next)
@@ -296,14 +352,13 @@ func TestRolloutScripted(t *testing.T) {
 		if strings.Contains(tr.Response, "ignored") {
 			t.Fatalf("text after the first </search> was kept: %q", tr.Response)
 		}
-		if err := CheckFormat(tr.Response); err != nil { t.Logf("%v; searches %+v", err, tr.Searches) }
 		if !tr.Outcome.Valid || !tr.EM || tr.Outcome.Reward != 1 || tr.Prediction != "Genentech" {
 			t.Fatalf("outcome %+v, prediction %q", tr.Outcome, tr.Prediction)
 		}
 		// log-probs: generation g's j-th token has −(g + j/1000)
 		resp := tr.ResponseIDs()
 		lps := tr.ResponseLogProbs()
-		if lps[0] != -1 || resp[len(resp)-1] != pol.eos || lps[len(lps)-1] > -2 {
+		if lps[0] != -1 || !strings.HasSuffix(tok.Decode(resp, true), "</answer>") || lps[len(lps)-1] > -2 {
 			t.Fatalf("log-probs misplaced: first %v, last %v", lps[0], lps[len(lps)-1])
 		}
 		nll := tr.AnswerNLL()
@@ -424,12 +479,23 @@ func TestRolloutAPSvsTopK(t *testing.T) {
 					t.Fatalf("kept %d, want %d (scores %v)", len(s.Kept), want, scores)
 				}
 				info := tr.Response
+				if s.Truncated {
+					info = tok.Decode(tok.Encode(FormatInformation(docsOf(corpus, s.Kept), cfg.Info)), true)
+				}
 				if !strings.Contains(info, fmt.Sprintf("Doc %d (Title:", want)) || strings.Contains(info, fmt.Sprintf("Doc %d (Title:", want+1)) {
 					t.Fatalf("information block does not hold exactly %d docs", want)
 				}
 			}
 		})
 	}
+}
+
+func docsOf(c *testCorpus, ids []string) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = c.contents[id]
+	}
+	return out
 }
 
 // TestRolloutBaselines runs the direct and RAG baselines.
@@ -711,6 +777,17 @@ func TestParseAPS(t *testing.T) {
 	}
 }
 
+func ExampleParseAPS() {
+	aps, qhat, err := ParseAPS([]byte(`{"qhat": 0.93, "temperature": 0.01, "min_docs": 2, "max_docs": 5}`))
+	if err != nil {
+		panic(err)
+	}
+	// BM25-like candidate scores: the softmax at T = 0.01 is nearly one-hot,
+	// so the clamp k ≥ 2 decides.
+	fmt.Println(aps.Keep([]float64{12.5, 12.49, 9, 8, 7}, qhat))
+	// Output: 2
+}
+
 func FuzzParseAPS(f *testing.F) {
 	f.Add([]byte(`{"qhat": 0.93, "temperature": 0.01, "min_docs": 2, "max_docs": 5}`))
 	f.Add([]byte(`{"qhat": "+Inf"}`))
@@ -796,4 +873,35 @@ func BenchmarkTokenSpan(b *testing.B) {
 		TokenSpan(tok, ids, text, start, end)
 	}
 	b.ReportMetric(float64(len(ids)), "tokens")
+}
+
+// TestRolloutEmptyQuery: an empty <search></search> is not sent to the
+// retriever and gets an empty information block.
+func TestRolloutEmptyQuery(t *testing.T) {
+	var calls atomic.Int32
+	counting := retrieverFunc(func(ctx context.Context, qs []string, k int) ([][]search.Hit, error) {
+		calls.Add(1)
+		return make([][]search.Hit, len(qs)), nil
+	})
+	next := func(q string, gen int) (string, qwen.FinishReason) {
+		if gen == 1 {
+			return "<think>x</think><search>  </search>", qwen.FinishStop
+		}
+		return "<think>y</think><answer>z</answer>", qwen.FinishStop
+	}
+	cfg := DefaultRolloutConfig()
+	run, _, tok := scripted(t, cfg, counting, next)
+	trajs, err := run.Run(context.Background(), []Question{{ID: "q", Text: "Q?", Golds: []string{"z"}}}, 2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range trajs {
+		checkStructure(t, tok, cfg, tr, nil)
+		if len(tr.Searches) != 1 || len(tr.Searches[0].Kept) != 0 || !strings.Contains(tr.Response, "<information></information>") || tr.Outcome.Reward != 1 {
+			t.Fatalf("searches %+v, response %q, reward %v", tr.Searches, tr.Response, tr.Outcome.Reward)
+		}
+	}
+	if calls.Load() != 0 {
+		t.Fatalf("empty queries reached the retriever %d times", calls.Load())
+	}
 }

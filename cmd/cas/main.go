@@ -30,6 +30,9 @@ func newRootCmd() *cobra.Command {
 		newTokenizeCmd(),
 		newIndexCmd(),
 		newBenchCmd(),
+		newEvalCmd(),
+		newTrainCmd(),
+		newPlotCmd(),
 		newVersionCmd(),
 	)
 	return root
