@@ -123,7 +123,7 @@ func TestWriteFAISSRoundTrip(t *testing.T) {
 // faissSeeds are FAISS-format files written by WriteFAISS, plus the golden
 // file's header.
 func faissSeeds(t testing.TB) [][]byte {
-	cases := storeCases(t)
+	cases := fuzzCases(t)
 	var out [][]byte
 	for _, name := range []string{"flat/ip/f32", "flat/l2/f32", "ivf/ip/f32", "ivf/l2/f32", "flat/ids"} {
 		var buf bytes.Buffer
@@ -159,13 +159,13 @@ func FuzzDecodeFAISS(f *testing.F) {
 	for _, b := range faissSeeds(f) {
 		f.Add(b)
 	}
-	q := lowRank(2, 12, 3, 1)
+	q := lowRank(2, 4, 2, 1)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ix, err := decodeFAISS(b)
 		if err != nil {
 			return
 		}
-		if ix.Dim() == 12 {
+		if ix.Dim() == 4 {
 			ix.Search(q, 3, &SearchParams{NProbe: 2})
 		}
 	})

@@ -228,9 +228,18 @@ func (f *Flat) Search(q []float32, k int, p *SearchParams) ([]float32, []int64, 
 	}
 	scores := make([]float32, nq*k)
 	ids := make([]int64, nq*k)
-	if nq == 0 {
-		return scores, ids, nil
+	// Large batches go in blocks of queries, which bounds the score
+	// buffers; each block still shares every row tile among its queries.
+	const block = 1024
+	for lo := 0; lo < nq; lo += block {
+		hi := min(nq, lo+block)
+		f.searchBlock(q[lo*f.d:hi*f.d], hi-lo, k, p, scores[lo*k:hi*k], ids[lo*k:hi*k])
 	}
+	return scores, ids, nil
+}
+
+// searchBlock searches nq queries, writing into scores and ids.
+func (f *Flat) searchBlock(q []float32, nq, k int, p *SearchParams, scores []float32, ids []int64) {
 	pq := prepareQueries(q, nq, f.d, f.codes.enc, f.sq, f.metric)
 	n := f.Len()
 	workers := tensor.Workers(p.threads())
@@ -262,7 +271,6 @@ func (f *Flat) Search(q []float32, k int, p *SearchParams) ([]float32, []int64, 
 		}
 		writeResults(f.metric, t, scores[i*k:(i+1)*k], ids[i*k:(i+1)*k])
 	}
-	return scores, ids, nil
 }
 
 // scan scores rows [lo, hi) for every prepared query and offers them to the

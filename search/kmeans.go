@@ -170,7 +170,9 @@ func assignPoints(assign []int32, x, cent []float32, n, d, k int, m Metric, thre
 		cnorm = make([]float32, k)
 		tensor.SquaredNorms(cnorm, cent, d)
 	}
-	const chunk = 96 // points per block: 32 register triples
+	// Points per block: 32 register triples, fewer for very large k so
+	// that the score block stays under 8 MiB.
+	chunk := max(3, min(96, (8<<20)/(4*k))/3*3)
 	nchunks := (n + chunk - 1) / chunk
 	workers := tensor.Workers(threads)
 	partial := make([]float64, workers)

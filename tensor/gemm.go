@@ -308,11 +308,20 @@ func (g *Gemm) run(out []float32, ks *gemmKernelSet) {
 			tasks[b] = gemmTask{b, 0, m, 0, n}
 		}
 	default:
+		// Each task packs its rows of A and its columns of B, so split
+		// the longer side: the other operand is packed once per task.
 		perEntry := (2*workers + g.Batch - 1) / g.Batch
-		cols := max(1, min(perEntry, (n+align-1)/align))
-		rows := 1
-		if cols < perEntry && !dot {
-			rows = max(1, min((perEntry+cols-1)/cols, (m+ks.mr-1)/ks.mr))
+		rows, cols := 1, 1
+		if dot || n >= m {
+			cols = max(1, min(perEntry, (n+align-1)/align))
+			if cols < perEntry && !dot {
+				rows = max(1, min((perEntry+cols-1)/cols, (m+ks.mr-1)/ks.mr))
+			}
+		} else {
+			rows = max(1, min(perEntry, (m+ks.mr-1)/ks.mr))
+			if rows < perEntry {
+				cols = max(1, min((perEntry+rows-1)/rows, (n+align-1)/align))
+			}
 		}
 		for b := range g.Batch {
 			for r := range rows {
@@ -432,6 +441,22 @@ func packPanels(dst []float32, op *Operand, base, rs, ps, rows, kc, w int, tmp [
 	// Fast path: k-contiguous float32 rows transposed 16×16 in registers.
 	k16 := kc &^ 15
 	fast := ks.transpose != nil && op.F32 != nil && ps == 1 && k16 > 0 && (w == 12 || w%16 == 0)
+	full := rows / w * w
+	if ps != 1 && rs == 1 && op.F32 != nil && full > 0 {
+		// The rows of one depth p are contiguous: one pass over p copies
+		// them into every full panel (reading each source row once).
+		for p := range kc {
+			src := op.F32[base+p*ps : base+p*ps+full]
+			for q0 := 0; q0 < full; q0 += w {
+				d := dst[q0*kc+p*w : q0*kc+p*w+w]
+				copy(d, src[q0:q0+w])
+			}
+		}
+		if full < rows {
+			packPanelsSlow(dst[full*kc:], op, base+full*rs, rs, ps, rows-full, kc, w, tmp)
+		}
+		return
+	}
 	for q0 := 0; q0 < rows; q0 += w {
 		panel := dst[q0*kc : (q0+w)*kc]
 		h := min(w, rows-q0)
@@ -449,27 +474,23 @@ func packPanels(dst []float32, op *Operand, base, rs, ps, rows, kc, w int, tmp [
 			}
 			continue
 		}
-		if ps != 1 && rs == 1 && op.F32 != nil {
-			// The w rows of one depth p are contiguous: copy them.
-			for p := range kc {
-				src := op.F32[base+q0+p*ps : base+q0+p*ps+h]
-				d := panel[p*w : p*w+w]
-				copy(d, src)
-				clear(d[h:])
-			}
-			continue
+		packPanelsSlow(panel, op, base+q0*rs, rs, ps, h, kc, w, tmp)
+	}
+}
+
+// packPanelsSlow packs one panel of h ≤ w rows element by element (any
+// layout, BF16 included), zero-padding rows h…w−1.
+func packPanelsSlow(panel []float32, op *Operand, base, rs, ps, h, kc, w int, tmp []float32) {
+	for r := range h {
+		v := op.run(base+r*rs, ps, kc, tmp)
+		d := panel[r:]
+		for p, x := range v {
+			d[p*w] = x
 		}
-		for r := range h {
-			v := op.run(base+(q0+r)*rs, ps, kc, tmp)
-			d := panel[r:]
-			for p, x := range v {
-				d[p*w] = x
-			}
-		}
-		if h < w {
-			for p := range kc {
-				clear(panel[p*w+h : p*w+w])
-			}
+	}
+	if h < w {
+		for p := range kc {
+			clear(panel[p*w+h : p*w+w])
 		}
 	}
 }

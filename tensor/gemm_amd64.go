@@ -49,7 +49,7 @@ func gemmAsmSets() []*gemmKernelSet {
 				_ = dst[(k-1)*ldd+rows-1]
 				transpose16AVX512(&src[0], lds, &dst[0], ldd, k, rows)
 			},
-			peak:     func(n int) { fmaPeakAVX512(n) },
+			peak:      func(n int) { fmaPeakAVX512(n) },
 			peakFlops: 24 * 16 * 2,
 		})
 	}

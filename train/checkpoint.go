@@ -385,3 +385,16 @@ func RestoreOptimizerState(ctx *context.Context, dir string) error {
 	}
 	return nil
 }
+
+// ExportModel writes the policy as a Hugging Face folder into dir (created
+// if missing): weights in dtype, config.json and the tokenizer files of src,
+// each file written atomically. Load it with qwen.Load or `cas generate`.
+func ExportModel(dir string, policy *qwen.Model, src CheckpointSource, dtype safetensors.DType) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("export %s: %w", dir, err)
+	}
+	if err := writeHFFolder(dir, policy, src, dtype); err != nil {
+		return fmt.Errorf("export %s: %w", dir, err)
+	}
+	return syncDir(dir)
+}

@@ -194,12 +194,12 @@ type CheckpointConfig struct {
 func DefaultConfig() Config {
 	return Config{
 		Seed: 0, Epochs: 1,
-		Data:      DataConfig{Shuffle: true},
-		APS:       APSConfig{Enabled: true, Alpha: 0.2, Candidates: 5, TopK: 3},
-		Rollout:   rolloutDefaults(),
-		GRPO:      grpoDefaults(),
-		ACI:       aciDefaults(),
-		Optim:     optimDefaults(),
+		Data:       DataConfig{Shuffle: true},
+		APS:        APSConfig{Enabled: true, Alpha: 0.2, Candidates: 5, TopK: 3},
+		Rollout:    rolloutDefaults(),
+		GRPO:       grpoDefaults(),
+		ACI:        aciDefaults(),
+		Optim:      optimDefaults(),
 		Checkpoint: CheckpointConfig{Every: 100, Keep: 2, DType: "f32"},
 	}
 }
@@ -239,13 +239,15 @@ func optimDefaults() OptimSection {
 // key=value overrides (dotted YAML paths, values in YAML syntax, e.g.
 // aci.rho=0.1 or data.train=[a.jsonl,b.parquet]), resolves relative paths
 // against the file's folder, and validates the result. Unknown keys are
-// errors.
+// errors. A top-level "base: other.yaml" (relative to the file) is read
+// first and overlaid key by key, so an ablation states only what it
+// changes.
 func LoadConfig(path string, sets []string) (*Config, error) {
-	raw, err := os.ReadFile(path)
+	root, err := loadConfigNode(path, 0)
 	if err != nil {
-		return nil, fmt.Errorf("load %s: %w", path, err)
+		return nil, err
 	}
-	cfg, err := ParseConfig(raw, sets)
+	cfg, err := decodeConfig(root, sets)
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", path, err)
 	}
@@ -257,24 +259,96 @@ func LoadConfig(path string, sets []string) (*Config, error) {
 }
 
 // ParseConfig decodes YAML over DefaultConfig and applies overrides; it does
-// not resolve paths nor validate.
+// not follow "base", resolve paths nor validate.
 func ParseConfig(raw []byte, sets []string) (*Config, error) {
+	root, err := parseConfigNode(raw)
+	if err != nil {
+		return nil, err
+	}
+	return decodeConfig(root, sets)
+}
+
+// parseConfigNode parses YAML into its top-level mapping node.
+func parseConfigNode(raw []byte) (*yaml.Node, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(raw, &doc); err != nil {
 		return nil, err
 	}
 	if doc.Kind == 0 { // empty file
-		doc = yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{{Kind: yaml.MappingNode, Tag: "!!map"}}}
+		return &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}, nil
 	}
 	if len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil, errors.New("config: the top level must be a mapping")
 	}
+	return doc.Content[0], nil
+}
+
+// loadConfigNode reads a config file's mapping with its base files merged
+// under it.
+func loadConfigNode(path string, depth int) (*yaml.Node, error) {
+	if depth > 8 {
+		return nil, fmt.Errorf("load %s: base files nested more than 8 deep (a cycle?)", path)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", path, err)
+	}
+	node, err := parseConfigNode(raw)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", path, err)
+	}
+	for i := 0; i+1 < len(node.Content); i += 2 {
+		if node.Content[i].Value != "base" {
+			continue
+		}
+		base := node.Content[i+1].Value
+		node.Content = append(node.Content[:i:i], node.Content[i+2:]...)
+		if !filepath.IsAbs(base) {
+			base = filepath.Join(filepath.Dir(path), base)
+		}
+		parent, err := loadConfigNode(base, depth+1)
+		if err != nil {
+			return nil, fmt.Errorf("load %s: base: %w", path, err)
+		}
+		mergeMapping(parent, node)
+		return parent, nil
+	}
+	return node, nil
+}
+
+// mergeMapping overlays src's keys onto dst, recursing into mappings present
+// in both; other values (scalars, lists) are replaced.
+func mergeMapping(dst, src *yaml.Node) {
+	for i := 0; i+1 < len(src.Content); i += 2 {
+		key, val := src.Content[i], src.Content[i+1]
+		found := false
+		for j := 0; j+1 < len(dst.Content); j += 2 {
+			if dst.Content[j].Value != key.Value {
+				continue
+			}
+			found = true
+			if dst.Content[j+1].Kind == yaml.MappingNode && val.Kind == yaml.MappingNode {
+				mergeMapping(dst.Content[j+1], val)
+			} else {
+				dst.Content[j+1] = val
+			}
+			break
+		}
+		if !found {
+			dst.Content = append(dst.Content, key, val)
+		}
+	}
+}
+
+// decodeConfig applies overrides to a mapping node and decodes it over
+// DefaultConfig, rejecting unknown keys.
+func decodeConfig(root *yaml.Node, sets []string) (*Config, error) {
 	for _, s := range sets {
-		if err := applySet(doc.Content[0], s); err != nil {
+		if err := applySet(root, s); err != nil {
 			return nil, err
 		}
 	}
-	b, err := yaml.Marshal(&doc)
+	b, err := yaml.Marshal(root)
 	if err != nil {
 		return nil, err
 	}

@@ -69,6 +69,9 @@ type Trainer struct {
 	dtype   safetensors.DType
 	metrics *MetricsWriter
 	lastCkp int
+	// beforeUpdate, when set (tests), sees each step's trajectories before
+	// the update.
+	beforeUpdate func(step int, trajs []Trajectory)
 }
 
 // NewTrainer starts a fresh run in runDir (created; it must not hold a run
@@ -428,6 +431,9 @@ func (t *Trainer) trainStep(ctx context.Context) (StepMetrics, error) {
 		trajs[i] = FromAgent(a)
 	}
 	rollout := time.Since(start)
+	if t.beforeUpdate != nil {
+		t.beforeUpdate(t.step+1, trajs)
+	}
 	res, err := t.learner.Step(trajs)
 	if err != nil {
 		return StepMetrics{}, err

@@ -1,10 +1,14 @@
 package train
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"unicode"
 
@@ -13,7 +17,9 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/schollz/progressbar/v3"
 
+	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/model/qwen"
+	"github.com/cas-engine/cas/model/tokenizer"
 )
 
 // WarmStartConfig configures the supervised warm start.
@@ -86,6 +92,7 @@ func WarmStart(policy *qwen.Model, examples []Trajectory, cfg WarmStartConfig) (
 			return nil, fmt.Errorf("warm start: example %d has no token in its loss mask", i)
 		}
 	}
+	EnableFastDotGradient()
 	acc, err := newGradAccumulator(policy, cfg.Optim)
 	if err != nil {
 		return nil, fmt.Errorf("warm start: %w", err)
@@ -228,4 +235,66 @@ func SupervisedExample(encode func(string) []int, promptIDs []int, response stri
 		return Trajectory{}, errors.New("supervised example: empty response")
 	}
 	return tr, nil
+}
+
+// SupervisedLine is one line of a warm-start file: a question and the full
+// response the agent should have written for it, information blocks
+// included (they are appended, not learned).
+type SupervisedLine struct {
+	Question string `json:"question"`
+	Response string `json:"response"`
+}
+
+// LoadSupervised reads a warm-start JSONL file ({"question", "response"} per
+// line) and builds examples: the question rendered as the agent's prompt
+// (placement, chat family; Qwen3 without thinking), the response encoded by
+// SupervisedExample with eos appended (eos < 0: none). Every token id must
+// be below vocab.
+func LoadSupervised(path string, tok agent.Tokenizer, placement agent.Placement, family string, eos, vocab int) ([]Trajectory, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", path, err)
+	}
+	defer f.Close()
+	if family == "" {
+		family = tok.Family()
+	}
+	no := false
+	br := bufio.NewReaderSize(f, 1<<16)
+	var out []Trajectory
+	for line := 1; ; line++ {
+		b, rerr := br.ReadBytes('\n')
+		if rerr != nil && rerr != io.EOF {
+			return nil, fmt.Errorf("%s:%d: %w", path, line, rerr)
+		}
+		if t := bytes.TrimSpace(b); len(t) > 0 {
+			var l SupervisedLine
+			if err := json.Unmarshal(t, &l); err != nil {
+				return nil, fmt.Errorf("%s:%d: malformed JSON: %w", path, line, err)
+			}
+			msgs, err := agent.PromptMessages(l.Question, placement)
+			if err != nil {
+				return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+			}
+			text, err := tokenizer.RenderChat(msgs, tokenizer.ChatOptions{Family: family, AddGenerationPrompt: true, EnableThinking: &no})
+			if err != nil {
+				return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+			}
+			ex, err := SupervisedExample(tok.Encode, tok.Encode(text), l.Response, eos)
+			if err != nil {
+				return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+			}
+			if err := ex.validate(vocab, false); err != nil {
+				return nil, fmt.Errorf("%s:%d: %w (tokenizer and model do not match?)", path, line, err)
+			}
+			out = append(out, ex)
+		}
+		if rerr == io.EOF {
+			break
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no examples", path)
+	}
+	return out, nil
 }

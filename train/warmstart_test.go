@@ -1,6 +1,7 @@
 package train
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -12,7 +13,7 @@ func TestWarmStartLowersCrossEntropy(t *testing.T) {
 	m := tinyModel(t, "qwen3-tiny")
 	examples := synthTrajectories(11, m.Config.VocabSize, 2, 2)
 	cfg := WarmStartConfig{Optim: OptimConfig{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Epsilon: 1e-8, MaxGradNorm: 1, SkipNonFinite: true},
-		Steps: 12, BatchSize: 4, MicroBatch: 3, Seed: 1}
+		Steps: 6, BatchSize: 4, MicroBatch: 2, Seed: 1}
 	calls := 0
 	cfg.OnStep = func(int, float64) { calls++ }
 	res, err := WarmStart(m, examples, cfg)
@@ -148,4 +149,12 @@ func FuzzInformationSpans(f *testing.F) {
 			prev = sp[1]
 		}
 	})
+}
+
+func ExampleInformationSpans() {
+	resp := "<search>q</search>\n\n<information>Doc 1(Title: T) text\n</information>\n\n<answer>x</answer>"
+	for _, sp := range InformationSpans(resp) {
+		fmt.Printf("%q\n", resp[sp[0]:sp[1]])
+	}
+	// Output: "\n\n<information>Doc 1(Title: T) text\n</information>\n\n"
 }

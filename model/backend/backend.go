@@ -1,10 +1,13 @@
 // Package backend chooses the GoMLX backend that runs the models.
 //
-// The default is GoMLX's pure-Go backend ("go", package backends/simplego),
-// which needs neither cgo nor a PJRT plugin. The environment variable
-// GOMLX_BACKEND overrides it with "<name>[:<config>]":
+// The default is "gocpu" (package model/cpubackend): GoMLX's pure-Go
+// backend (simplego) with its matrix products on the blocked multi-core
+// kernels of package tensor; like simplego it needs neither cgo nor a PJRT
+// plugin. The environment variable GOMLX_BACKEND overrides it with
+// "<name>[:<config>]":
 //
-//	GOMLX_BACKEND=go                       pure Go (the default)
+//	GOMLX_BACKEND=gocpu                    pure Go, fast kernels (the default)
+//	GOMLX_BACKEND=go                       GoMLX's plain pure-Go backend
 //	GOMLX_BACKEND=xla:cuda                 XLA with the PJRT plugin named cuda
 //	GOMLX_BACKEND=xla:/path/pjrt_c_api_cuda_plugin.so
 //
@@ -26,15 +29,17 @@ import (
 
 	"github.com/gomlx/gomlx/backends"
 	_ "github.com/gomlx/gomlx/backends/simplego" // registers "go"
+
+	_ "github.com/cas-engine/cas/model/cpubackend" // registers "gocpu"
 )
 
 // Default is the backend configuration used when GOMLX_BACKEND is unset.
-const Default = "go"
+const Default = "gocpu"
 
 // EnvVar is the environment variable that selects the backend.
 const EnvVar = backends.ConfigEnvVar
 
-// New returns the backend named by $GOMLX_BACKEND, or the pure-Go backend.
+// New returns the backend named by $GOMLX_BACKEND, or Default.
 func New() (backends.Backend, error) {
 	config := strings.TrimSpace(os.Getenv(EnvVar))
 	if config == "" {

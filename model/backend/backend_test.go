@@ -15,8 +15,8 @@ func TestNewDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Finalize()
-	if !strings.Contains(b.Name(), "(go)") {
-		t.Fatalf("default backend %q, want the pure-Go backend", b.Name())
+	if !strings.Contains(b.Name(), "(gocpu)") {
+		t.Fatalf("default backend %q, want the pure-Go gocpu backend", b.Name())
 	}
 	// A tiny computation runs: [1,2,3]·[4,5,6] = 32.
 	exec := graph.MustNewExec(b, func(x, y *graph.Node) *graph.Node {

@@ -488,9 +488,9 @@ func TestDynamicSliceAndUpdate(t *testing.T) {
 		clamp []int // effective start after clamping
 	}{
 		{[]int32{1, 2, 0}, []int{2, 3, 3}, []int{1, 2, 0}},
-		{[]int32{3, 4, 2}, []int{2, 2, 2}, []int{2, 3, 1}},     // clamped high
-		{[]int32{-5, 0, 1}, []int{1, 5, 1}, []int{0, 0, 1}},    // clamped low
-		{[]int32{0, 0, 0}, []int{0, 2, 3}, []int{0, 0, 0}},     // empty slice
+		{[]int32{3, 4, 2}, []int{2, 2, 2}, []int{2, 3, 1}},       // clamped high
+		{[]int32{-5, 0, 1}, []int{1, 5, 1}, []int{0, 0, 1}},      // clamped low
+		{[]int32{0, 0, 0}, []int{0, 2, 3}, []int{0, 0, 0}},       // empty slice
 		{[]int32{100, 100, 100}, []int{4, 5, 3}, []int{0, 0, 0}}, // whole
 	}
 	for _, tc := range cases {
@@ -684,9 +684,9 @@ func TestPlainModeDelegatesEverything(t *testing.T) {
 }
 
 // TestPlanGroupsIndependentProducts builds a layer directly on the Builder:
-// n = x·2; q, k, v = n·Wqᵀ, n·Wkᵀ, n·Wvᵀ; out = (q+k)·v. The three
-// projections share one stage, so the plan is: segment, 3 products,
-// segment, product, segment.
+// n = cos(x); q, k, v = n·Wqᵀ, n·Wkᵀ, n·Wvᵀ; out = |max(q, k)·vᵀ| (cos,
+// max and abs run on simplego). The three projections share one stage, so
+// the plan is: segment, 3 products, segment, product, segment.
 func TestPlanGroupsIndependentProducts(t *testing.T) {
 	bb := fastOnce().Builder("plan")
 	f32 := func(dims ...int) shapes.Shape { return shapes.Make(dtypes.Float32, dims...) }
@@ -702,15 +702,14 @@ func TestPlanGroupsIndependentProducts(t *testing.T) {
 	for _, name := range []string{"wq", "wk", "wv"} {
 		ws = append(ws, must(bb.Parameter(name, f32(8, 8), nil)))
 	}
-	two := must(bb.Constant([]float32{2}))
-	n := must(bb.Mul(x, must(bb.BroadcastInDim(two, f32(4, 8), nil))))
+	n := must(bb.Cos(x))
 	var qkv []backends.Op
 	for _, w := range ws {
 		qkv = append(qkv, must(bb.DotGeneral(n, []int{1}, nil, w, []int{1}, nil)))
 	}
-	s := must(bb.Add(qkv[0], qkv[1]))
+	s := must(bb.Max(qkv[0], qkv[1]))
 	out := must(bb.DotGeneral(s, []int{1}, nil, qkv[2], []int{1}, nil))
-	out = must(bb.Neg(out))
+	out = must(bb.Abs(out))
 	exe, err := bb.Compile([]backends.Op{out}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -735,4 +734,182 @@ func TestPlanGroupsIndependentProducts(t *testing.T) {
 	if _, err := e.Execute(nil, nil, 0); err == nil {
 		t.Fatal("finalized executable ran")
 	}
+}
+
+// TestReduceSumOfProductFused: sums over broadcasting products (GoMLX's
+// DotGeneral gradient) become DotGenerals; the results equal simplego's
+// direct evaluation, in every axis arrangement.
+func TestReduceSumOfProductFused(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 10))
+	cases := []struct {
+		a, b []int
+		axes []int
+	}{
+		{[]int{3, 1, 50, 7}, []int{3, 40, 50, 1}, []int{2}},       // batch, rhs cross, contract, lhs cross
+		{[]int{8, 30, 1, 20}, []int{8, 30, 25, 1}, []int{0, 1}},   // weight gradient: contract B, T
+		{[]int{8, 30, 25, 1}, []int{1, 1, 25, 20}, []int{2}},      // input gradient
+		{[]int{1, 20, 30}, []int{40, 20, 1}, []int{1}},            // cross order reversed (needs a transpose)
+		{[]int{2, 60, 1, 1, 9}, []int{2, 1, 70, 1, 9}, []int{-1}}, // trivial axis kept, negative axis
+		{[]int{6, 1, 40}, []int{1, 50, 1}, []int{0}},              // a sum over one operand: not fused
+	}
+	for _, tc := range cases {
+		a, b := randTensor(r, dtypes.Float32, tc.a...), randTensor(r, dtypes.Float32, tc.b...)
+		axes := tc.axes
+		fn := func(in []*graph.Node) []*graph.Node {
+			return []*graph.Node{graph.ReduceSum(graph.Mul(in[0], in[1]), axes...)}
+		}
+		got, gs, err := run(t, fastOnce(), fn, a, b)
+		if err != nil {
+			t.Fatalf("%v: %v", tc, err)
+		}
+		want, ws, err := run(t, plainOnce(), fn, a, b)
+		if err != nil {
+			t.Fatalf("%v: plain: %v", tc, err)
+		}
+		if !gs[0].Equal(ws[0]) {
+			t.Fatalf("%v: shape %s, want %s", tc, gs[0], ws[0])
+		}
+		for i := range want[0] {
+			if d := math.Abs(got[0][i] - want[0][i]); d > 1e-4*(1+math.Abs(want[0][i])) {
+				t.Fatalf("%v: [%d] = %v, want %v", tc, i, got[0][i], want[0][i])
+			}
+		}
+	}
+}
+
+// TestExpF32 checks the vectorized exp (and its scalar tail) within 2 ulp
+// of the correctly rounded value, with the IEEE special cases exact.
+func TestExpF32(t *testing.T) {
+	xs := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), -1e30, 1e30, 88.72, 88.73, -103.9, -104, -87.3, 0, -0, -88.5, -100, 1e-8}
+	r := rand.New(rand.NewPCG(7, 13))
+	for range 100003 {
+		xs = append(xs, float32(r.Float64()*200-105))
+	}
+	got := make([]float32, len(xs))
+	expF32(got, xs)
+	for i, x := range xs {
+		want := float32(math.Exp(float64(x)))
+		if got[i] == want || (got[i] != got[i] && want != want) {
+			continue
+		}
+		ulp := math.Nextafter32(want, float32(math.Inf(1))) - want
+		if math.IsInf(float64(want), 0) || math.Abs(float64(got[i]-want)) > 2*float64(ulp) {
+			t.Fatalf("exp(%g) = %g, want %g", x, got[i], want)
+		}
+	}
+	// In place.
+	expF32(xs[:32], xs[:32])
+	if xs[10] != 1 {
+		t.Fatalf("in place exp(0) = %v", xs[10])
+	}
+}
+
+func TestExp32(t *testing.T) {
+	for _, x := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), -1e30, 1e30, 88.72, 88.73, -103.9, -104, -87.3, 0, -0} {
+		got, want := exp32(x), float32(math.Exp(float64(x)))
+		if !(got == want || (got != got && want != want)) {
+			t.Errorf("exp32(%g) = %g, want %g", x, got, want)
+		}
+	}
+	r := rand.New(rand.NewPCG(7, 11))
+	for range 200000 {
+		x := float32(r.Float64()*200 - 105)
+		got, want := exp32(x), float32(math.Exp(float64(x)))
+		if got != want {
+			ulp := math.Nextafter32(want, float32(math.Inf(1))) - want
+			if d := math.Abs(float64(got - want)); d > float64(ulp) {
+				t.Fatalf("exp32(%g) = %g, want %g (more than 1 ulp)", x, got, want)
+			}
+		}
+	}
+}
+
+// TestElementwiseMatchesPlain compares the float32 elementwise ops,
+// reductions, transposes and broadcasts with simplego over broadcasting
+// patterns, axis sets and dtypes (non-float32 ones are delegated).
+func TestElementwiseMatchesPlain(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 12))
+	type tc struct {
+		name   string
+		shapes [][]int
+		fn     func(in []*graph.Node) *graph.Node
+	}
+	bin := func(f func(a, b *graph.Node) *graph.Node) func(in []*graph.Node) *graph.Node {
+		return func(in []*graph.Node) *graph.Node { return f(in[0], in[1]) }
+	}
+	cases := []tc{
+		{"add-same", [][]int{{3, 5, 7}, {3, 5, 7}}, bin(graph.Add)},
+		{"sub-row", [][]int{{4, 6, 300}, {4, 6, 1}}, bin(graph.Sub)},
+		{"sub-row-rev", [][]int{{4, 6, 1}, {4, 6, 300}}, bin(graph.Sub)},
+		{"div-row", [][]int{{64, 1000}, {64, 1}}, bin(graph.Div)},
+		{"div-col-rev", [][]int{{1, 1000}, {64, 1000}}, bin(graph.Div)},
+		{"mul-weight", [][]int{{2, 3, 33}, {1, 1, 33}}, bin(graph.Mul)},
+		{"mul-outer", [][]int{{5, 1, 7}, {1, 6, 1}}, bin(graph.Mul)},
+		{"mul-scalar", [][]int{{5, 9}, {}}, bin(graph.Mul)},
+		{"add-big", [][]int{{256, 1024}, {256, 1024}}, bin(graph.Add)},
+		{"sub-mid", [][]int{{3, 1, 4, 5}, {3, 6, 4, 5}}, bin(graph.Sub)},
+		{"exp", [][]int{{1000, 70}}, func(in []*graph.Node) *graph.Node { return graph.Exp(in[0]) }},
+		{"logistic", [][]int{{33, 17}}, func(in []*graph.Node) *graph.Node { return graph.Logistic(graph.MulScalar(in[0], 30)) }},
+		{"neg-sqrt-rsqrt", [][]int{{9, 9}}, func(in []*graph.Node) *graph.Node {
+			a := graph.Abs(in[0])
+			return graph.Add(graph.Neg(graph.Sqrt(a)), graph.Rsqrt(graph.AddScalar(a, 1)))
+		}},
+		{"reduce-last", [][]int{{6, 5, 301}}, func(in []*graph.Node) *graph.Node { return graph.ReduceSum(in[0], -1) }},
+		{"reduce-first", [][]int{{300, 5, 6}}, func(in []*graph.Node) *graph.Node { return graph.ReduceSum(in[0], 0) }},
+		{"reduce-mid2", [][]int{{3, 40, 50, 6}}, func(in []*graph.Node) *graph.Node { return graph.ReduceSum(in[0], 1, 2) }},
+		{"reduce-gapped", [][]int{{3, 4, 5, 6}}, func(in []*graph.Node) *graph.Node { return graph.ReduceSum(in[0], 0, 2) }},
+		{"max-last", [][]int{{7, 1025}}, func(in []*graph.Node) *graph.Node { return graph.ReduceMax(in[0], 1) }},
+		{"max-all", [][]int{{7, 13}}, func(in []*graph.Node) *graph.Node { return graph.ReduceAllMax(in[0]) }},
+		{"softmax", [][]int{{4, 3, 100}}, func(in []*graph.Node) *graph.Node { return graph.Softmax(in[0], -1) }},
+		{"transpose", [][]int{{3, 4, 5, 6}}, func(in []*graph.Node) *graph.Node { return graph.TransposeAllAxes(in[0], 2, 0, 3, 1) }},
+		{"transpose-big", [][]int{{64, 300, 8}}, func(in []*graph.Node) *graph.Node { return graph.TransposeAllAxes(in[0], 1, 2, 0) }},
+		{"transpose-int", [][]int{{3, 5}}, func(in []*graph.Node) *graph.Node {
+			return graph.ConvertDType(graph.TransposeAllAxes(graph.ConvertDType(in[0], dtypes.Int64), 1, 0), dtypes.Float32)
+		}},
+		{"broadcast", [][]int{{3, 1, 5}}, func(in []*graph.Node) *graph.Node { return graph.BroadcastToDims(graph.ExpandAxes(in[0], 0), 2, 3, 4, 5) }},
+		{"broadcast-bool", [][]int{{3, 1}}, func(in []*graph.Node) *graph.Node {
+			m := graph.BroadcastToDims(graph.GreaterThan(in[0], graph.ZerosLike(in[0])), 3, 7)
+			return graph.ConvertDType(m, dtypes.Float32)
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var args []*tensors.Tensor
+			for _, s := range c.shapes {
+				args = append(args, randTensor(r, dtypes.Float32, s...))
+			}
+			fn := func(in []*graph.Node) []*graph.Node { return []*graph.Node{c.fn(in)} }
+			got, gs, err := run(t, fastOnce(), fn, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, ws, err := run(t, plainOnce(), fn, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !gs[0].Equal(ws[0]) {
+				t.Fatalf("shape %s, want %s", gs[0], ws[0])
+			}
+			for i := range want[0] {
+				w := want[0][i]
+				if d := math.Abs(got[0][i] - w); d > 2e-6*math.Abs(w)+1e-5*math.Sqrt(float64(len(want[0]))) && !(math.IsNaN(w) && math.IsNaN(got[0][i])) {
+					t.Fatalf("[%d] = %v, want %v", i, got[0][i], w)
+				}
+			}
+		})
+	}
+}
+
+// FuzzNewConfig: any configuration string (from $GOMLX_BACKEND) yields a
+// backend or an error, never a panic.
+func FuzzNewConfig(f *testing.F) {
+	for _, s := range []string{"", "workers=2", "workers=-1", "nofast,ops_sequential", "workers=", "=", ",,", "parallelism=x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, config string) {
+		b, err := New(config)
+		if err == nil {
+			b.Finalize()
+		}
+	})
 }

@@ -315,6 +315,12 @@ func (o *operandPlan) operand(flat any, scratch *[]*[]float32) tensor.Operand {
 // permute writes dst = src transposed: dst is the contiguous array of axes
 // perm of src (dimensions dims, row-major).
 func permute[T any](dst, src []T, dims, perm []int) {
+	permuteStrided(dst, src, dims, rowMajorStrides(dims), perm)
+}
+
+// permuteStrided is permute with the source's strides given (st[a] for
+// source axis a), so a slab of a larger array can be transposed.
+func permuteStrided[T any](dst, src []T, dims, st, perm []int) {
 	n := len(perm)
 	if n == 0 {
 		if len(dst) > 0 {
@@ -322,7 +328,6 @@ func permute[T any](dst, src []T, dims, perm []int) {
 		}
 		return
 	}
-	st := rowMajorStrides(dims)
 	pd := make([]int, n) // dst dimensions
 	ps := make([]int, n) // src stride of each dst axis
 	for i, a := range perm {

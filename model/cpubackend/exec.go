@@ -156,17 +156,23 @@ func (b *Builder) plan(outs []*value) (*Executable, error) {
 		stage[i] = max(stage[i], lim)
 	}
 
-	// Steps: per stage, the segment then the custom ops.
+	// Steps: per stage, the segment then the custom ops (in graph order).
+	byStage := make([][]*node, last+1)
+	for _, n := range b.nodes {
+		if live[n.seq] && n.kind != kindParam {
+			byStage[stage[n.seq]] = append(byStage[stage[n.seq]], n)
+		}
+	}
 	for s := 0; s <= last; s++ {
-		seg, err := b.buildSegment(e, s, stage, live, consumers, isOutput, remat)
+		seg, err := b.buildSegment(s, byStage[s], stage, consumers, isOutput, remat)
 		if err != nil {
 			return nil, err
 		}
 		if seg != nil {
 			e.steps = append(e.steps, *seg)
 		}
-		for _, n := range b.nodes {
-			if live[n.seq] && n.kind == kindCustom && stage[n.seq] == s {
+		for _, n := range byStage[s] {
+			if n.kind == kindCustom {
 				st := step{custom: n.exec, name: n.opType.String(), out: []int{n.outs[0].id}}
 				for _, in := range n.inputs {
 					st.in = append(st.in, in.id)
@@ -180,8 +186,6 @@ func (b *Builder) plan(outs []*value) (*Executable, error) {
 	for _, v := range b.params {
 		e.paramSlots = append(e.paramSlots, v.id)
 		e.paramShapes = append(e.paramShapes, v.shape)
-	}
-	for _, v := range b.params {
 		e.paramNames = append(e.paramNames, v.node.name)
 	}
 	for _, v := range outs {
@@ -208,15 +212,13 @@ func (b *Builder) plan(outs []*value) (*Executable, error) {
 	return e, nil
 }
 
-// buildSegment compiles the delegated ops of stage s into one simplego
-// executable; nil when the stage has none.
-func (b *Builder) buildSegment(e *Executable, s int, stage []int, live []bool, consumers [][]*node, isOutput []bool, remat func(*node) bool) (*step, error) {
-	member := func(n *node) bool {
-		return live[n.seq] && n.kind == kindDelegate && stage[n.seq] == s && !remat(n)
-	}
+// buildSegment compiles the delegated ops of stage s (nodes holds the
+// stage's live nodes) into one simplego executable; nil when there are
+// none. Constants are members only where custom ops or outputs read them.
+func (b *Builder) buildSegment(s int, nodes []*node, stage []int, consumers [][]*node, isOutput []bool, remat func(*node) bool) (*step, error) {
 	var members []*node
-	for _, n := range b.nodes {
-		if member(n) || (live[n.seq] && remat(n) && stage[n.seq] == s && b.neededOutside(n, consumers, isOutput, remat)) {
+	for _, n := range nodes {
+		if n.kind == kindDelegate && (!remat(n) || b.neededOutside(n, consumers, isOutput)) {
 			members = append(members, n)
 		}
 	}
@@ -304,7 +306,7 @@ func (b *Builder) buildSegment(e *Executable, s int, stage []int, live []bool, c
 
 // neededOutside reports whether a constant-like node is read by a custom
 // op or returned (delegated readers replay it themselves).
-func (b *Builder) neededOutside(n *node, consumers [][]*node, isOutput []bool, remat func(*node) bool) bool {
+func (b *Builder) neededOutside(n *node, consumers [][]*node, isOutput []bool) bool {
 	if isOutput[n.seq] {
 		return true
 	}

@@ -116,3 +116,60 @@ func copyBlock(dst []byte, ddims, dstart []int, src []byte, sdims, sstart, count
 		}
 	}
 }
+
+// asWords views bytes as a slice of a fixed-size element type.
+func asWords[T uint16 | uint32 | uint64](b []byte) []T {
+	var z T
+	n := len(b) / int(unsafe.Sizeof(z))
+	if n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), n)
+}
+
+// gatherStrided fills dst (dimensions dims, row-major, esz-byte elements)
+// with src elements at Σ idx[a]·strides[a] (strides in elements, 0 to
+// repeat along an axis).
+func gatherStrided(dst, src []byte, dims, strides []int, esz int) {
+	n := len(dims)
+	if n == 0 {
+		copy(dst[:esz], src[:esz])
+		return
+	}
+	inner, is := dims[n-1], strides[n-1]
+	run := inner * esz
+	idx := make([]int, n-1)
+	off, o := 0, 0
+	for {
+		d := dst[o : o+run]
+		switch is {
+		case 1:
+			copy(d, src[off*esz:off*esz+run])
+		case 0:
+			copy(d, src[off*esz:off*esz+esz])
+			for k := esz; k < run; k *= 2 {
+				copy(d[k:], d[:k])
+			}
+		default:
+			s := off * esz
+			for j := 0; j < run; j += esz {
+				copy(d[j:j+esz], src[s:s+esz])
+				s += is * esz
+			}
+		}
+		o += run
+		a := n - 2
+		for ; a >= 0; a-- {
+			idx[a]++
+			off += strides[a]
+			if idx[a] < dims[a] {
+				break
+			}
+			off -= strides[a] * dims[a]
+			idx[a] = 0
+		}
+		if a < 0 {
+			return
+		}
+	}
+}

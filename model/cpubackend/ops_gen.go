@@ -25,16 +25,6 @@ func (b *Builder) Abs(x backends.Op) (backends.Op, error) {
 	})
 }
 
-// Add implements backends.Builder by recording the op for the pure-Go backend.
-func (b *Builder) Add(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
-	var ins []backends.Op
-	ins = append(ins, lhs)
-	ins = append(ins, rhs)
-	return b.record1(backends.OpTypeAdd, ins, func(sb backends.Builder, in []backends.Op) (backends.Op, error) {
-		return sb.Add(in[0], in[1])
-	})
-}
-
 // AllReduce implements backends.Builder by recording the op for the pure-Go backend.
 func (b *Builder) AllReduce(operands []backends.Op, reductionType backends.ReduceOpType, replicaGroups [][]int) ([]backends.Op, error) {
 	replicaGroups = slices.Clone(replicaGroups)
@@ -158,17 +148,6 @@ func (b *Builder) BitwiseXor(lhs backends.Op, rhs backends.Op) (backends.Op, err
 	})
 }
 
-// BroadcastInDim implements backends.Builder by recording the op for the pure-Go backend.
-func (b *Builder) BroadcastInDim(x backends.Op, outputShape shapes.Shape, broadcastAxes []int) (backends.Op, error) {
-	outputShape = outputShape.Clone()
-	broadcastAxes = slices.Clone(broadcastAxes)
-	var ins []backends.Op
-	ins = append(ins, x)
-	return b.record1(backends.OpTypeBroadcastInDim, ins, func(sb backends.Builder, in []backends.Op) (backends.Op, error) {
-		return sb.BroadcastInDim(in[0], outputShape, broadcastAxes)
-	})
-}
-
 // Ceil implements backends.Builder by recording the op for the pure-Go backend.
 func (b *Builder) Ceil(x backends.Op) (backends.Op, error) {
 	var ins []backends.Op
@@ -259,16 +238,6 @@ func (b *Builder) Cos(x backends.Op) (backends.Op, error) {
 	})
 }
 
-// Div implements backends.Builder by recording the op for the pure-Go backend.
-func (b *Builder) Div(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
-	var ins []backends.Op
-	ins = append(ins, lhs)
-	ins = append(ins, rhs)
-	return b.record1(backends.OpTypeDiv, ins, func(sb backends.Builder, in []backends.Op) (backends.Op, error) {
-		return sb.Div(in[0], in[1])
-	})
-}
-
 // Equal implements backends.Builder by recording the op for the pure-Go backend.
 func (b *Builder) Equal(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
 	var ins []backends.Op
@@ -295,15 +264,6 @@ func (b *Builder) Erf(x backends.Op) (backends.Op, error) {
 	ins = append(ins, x)
 	return b.record1(backends.OpTypeErf, ins, func(sb backends.Builder, in []backends.Op) (backends.Op, error) {
 		return sb.Erf(in[0])
-	})
-}
-
-// Exp implements backends.Builder by recording the op for the pure-Go backend.
-func (b *Builder) Exp(x backends.Op) (backends.Op, error) {
-	var ins []backends.Op
-	ins = append(ins, x)
-	return b.record1(backends.OpTypeExp, ins, func(sb backends.Builder, in []backends.Op) (backends.Op, error) {
-		return sb.Exp(in[0])
 	})
 }
 
@@ -531,15 +491,6 @@ func (b *Builder) LogicalXor(lhs backends.Op, rhs backends.Op) (backends.Op, err
 	})
 }
 
-// Logistic implements backends.Builder by recording the op for the pure-Go backend.
-func (b *Builder) Logistic(x backends.Op) (backends.Op, error) {
-	var ins []backends.Op
-	ins = append(ins, x)
-	return b.record1(backends.OpTypeLogistic, ins, func(sb backends.Builder, in []backends.Op) (backends.Op, error) {
-		return sb.Logistic(in[0])
-	})
-}
-
 // Max implements backends.Builder by recording the op for the pure-Go backend.
 func (b *Builder) Max(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
 	var ins []backends.Op
@@ -557,25 +508,6 @@ func (b *Builder) Min(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
 	ins = append(ins, rhs)
 	return b.record1(backends.OpTypeMin, ins, func(sb backends.Builder, in []backends.Op) (backends.Op, error) {
 		return sb.Min(in[0], in[1])
-	})
-}
-
-// Mul implements backends.Builder by recording the op for the pure-Go backend.
-func (b *Builder) Mul(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
-	var ins []backends.Op
-	ins = append(ins, lhs)
-	ins = append(ins, rhs)
-	return b.record1(backends.OpTypeMul, ins, func(sb backends.Builder, in []backends.Op) (backends.Op, error) {
-		return sb.Mul(in[0], in[1])
-	})
-}
-
-// Neg implements backends.Builder by recording the op for the pure-Go backend.
-func (b *Builder) Neg(x backends.Op) (backends.Op, error) {
-	var ins []backends.Op
-	ins = append(ins, x)
-	return b.record1(backends.OpTypeNeg, ins, func(sb backends.Builder, in []backends.Op) (backends.Op, error) {
-		return sb.Neg(in[0])
 	})
 }
 
@@ -693,16 +625,6 @@ func (b *Builder) ReduceLogicalXor(x backends.Op, axes ...int) (backends.Op, err
 	})
 }
 
-// ReduceMax implements backends.Builder by recording the op for the pure-Go backend.
-func (b *Builder) ReduceMax(x backends.Op, axes ...int) (backends.Op, error) {
-	axes = slices.Clone(axes)
-	var ins []backends.Op
-	ins = append(ins, x)
-	return b.record1(backends.OpTypeReduceMax, ins, func(sb backends.Builder, in []backends.Op) (backends.Op, error) {
-		return sb.ReduceMax(in[0], axes...)
-	})
-}
-
 // ReduceMin implements backends.Builder by recording the op for the pure-Go backend.
 func (b *Builder) ReduceMin(x backends.Op, axes ...int) (backends.Op, error) {
 	axes = slices.Clone(axes)
@@ -720,16 +642,6 @@ func (b *Builder) ReduceProduct(x backends.Op, axes ...int) (backends.Op, error)
 	ins = append(ins, x)
 	return b.record1(backends.OpTypeReduceProduct, ins, func(sb backends.Builder, in []backends.Op) (backends.Op, error) {
 		return sb.ReduceProduct(in[0], axes...)
-	})
-}
-
-// ReduceSum implements backends.Builder by recording the op for the pure-Go backend.
-func (b *Builder) ReduceSum(x backends.Op, axes ...int) (backends.Op, error) {
-	axes = slices.Clone(axes)
-	var ins []backends.Op
-	ins = append(ins, x)
-	return b.record1(backends.OpTypeReduceSum, ins, func(sb backends.Builder, in []backends.Op) (backends.Op, error) {
-		return sb.ReduceSum(in[0], axes...)
 	})
 }
 
@@ -783,15 +695,6 @@ func (b *Builder) Round(x backends.Op) (backends.Op, error) {
 	ins = append(ins, x)
 	return b.record1(backends.OpTypeRound, ins, func(sb backends.Builder, in []backends.Op) (backends.Op, error) {
 		return sb.Round(in[0])
-	})
-}
-
-// Rsqrt implements backends.Builder by recording the op for the pure-Go backend.
-func (b *Builder) Rsqrt(x backends.Op) (backends.Op, error) {
-	var ins []backends.Op
-	ins = append(ins, x)
-	return b.record1(backends.OpTypeRsqrt, ins, func(sb backends.Builder, in []backends.Op) (backends.Op, error) {
-		return sb.Rsqrt(in[0])
 	})
 }
 
@@ -923,41 +826,12 @@ func (b *Builder) Slice(x backends.Op, starts []int, limits []int, strides []int
 	})
 }
 
-// Sqrt implements backends.Builder by recording the op for the pure-Go backend.
-func (b *Builder) Sqrt(x backends.Op) (backends.Op, error) {
-	var ins []backends.Op
-	ins = append(ins, x)
-	return b.record1(backends.OpTypeSqrt, ins, func(sb backends.Builder, in []backends.Op) (backends.Op, error) {
-		return sb.Sqrt(in[0])
-	})
-}
-
-// Sub implements backends.Builder by recording the op for the pure-Go backend.
-func (b *Builder) Sub(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
-	var ins []backends.Op
-	ins = append(ins, lhs)
-	ins = append(ins, rhs)
-	return b.record1(backends.OpTypeSub, ins, func(sb backends.Builder, in []backends.Op) (backends.Op, error) {
-		return sb.Sub(in[0], in[1])
-	})
-}
-
 // Tanh implements backends.Builder by recording the op for the pure-Go backend.
 func (b *Builder) Tanh(x backends.Op) (backends.Op, error) {
 	var ins []backends.Op
 	ins = append(ins, x)
 	return b.record1(backends.OpTypeTanh, ins, func(sb backends.Builder, in []backends.Op) (backends.Op, error) {
 		return sb.Tanh(in[0])
-	})
-}
-
-// Transpose implements backends.Builder by recording the op for the pure-Go backend.
-func (b *Builder) Transpose(x backends.Op, permutation ...int) (backends.Op, error) {
-	permutation = slices.Clone(permutation)
-	var ins []backends.Op
-	ins = append(ins, x)
-	return b.record1(backends.OpTypeTranspose, ins, func(sb backends.Builder, in []backends.Op) (backends.Op, error) {
-		return sb.Transpose(in[0], permutation...)
 	})
 }
 

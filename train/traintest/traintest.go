@@ -32,11 +32,22 @@ var Pieces = []string{
 // EOS is the end-of-message token's text; its id is vocab − 1.
 const EOS = "<|im_end|>"
 
+// Actions are whole agent actions; TokenizerJSON cycles through them (each
+// copy made unique by leading spaces) to fill the ids after Pieces, so that
+// a near-uniform random model searches and answers within a few tokens and
+// its rewards vary.
+var Actions = []string{
+	"<think> I should search.</think>",
+	"<search> capital of France</search>", "<search> capital of Germany</search>", "<search> river Seine</search>",
+	"<answer> Paris</answer>", "<answer> Berlin</answer>", "<answer> Rome</answer>",
+	"<answer> Madrid</answer>", "<answer> Lisbon</answer>", "<answer> Seine</answer>",
+}
+
 // TokenizerJSON returns a Hugging Face tokenizer.json for a vocabulary of
 // vocab ids: the 256 byte symbols of byte-level BPE (no merges), Pieces as
-// non-special added tokens from id 256, filler added tokens " w<i>" up to
-// vocab − 2, and EOS as the special id vocab − 1. Chat markers with <think>
-// make it a Qwen3-family tokenizer.
+// non-special added tokens from id 256, then Actions cycled up to vocab − 2,
+// and EOS as the special id vocab − 1. Chat markers with <think> make it a
+// Qwen3-family tokenizer.
 func TokenizerJSON(vocab int) ([]byte, error) {
 	if vocab < 256+len(Pieces)+1 {
 		return nil, fmt.Errorf("traintest: vocabulary %d too small for %d pieces", vocab, len(Pieces))
@@ -57,12 +68,15 @@ func TokenizerJSON(vocab int) ([]byte, error) {
 	}
 	var adds []added
 	for i := 256; i < vocab; i++ {
-		content, special := fmt.Sprintf(" w%d", i), false
-		switch {
+		var content string
+		special := false
+		switch k := i - 256 - len(Pieces); {
 		case i == vocab-1:
 			content, special = EOS, true
-		case i-256 < len(Pieces):
+		case k < 0:
 			content = Pieces[i-256]
+		default:
+			content = strings.Repeat(" ", 1+k/len(Actions)) + Actions[k%len(Actions)]
 		}
 		adds = append(adds, added{ID: i, Content: content, Special: special})
 	}

@@ -25,6 +25,9 @@ var handwritten = map[string]bool{
 	"Compile": true, "Name": true, "OpShape": true, "Parameter": true, "Constant": true,
 	"DistributedSPMD": true, "DistributedAutoSharding": true, "DeviceAssignment": true,
 	"DotGeneral": true, "Dot": true, "DynamicSlice": true, "DynamicUpdateSlice": true, "Pad": true,
+	"ReduceSum": true, "ReduceMax": true, "Add": true, "Sub": true, "Mul": true, "Div": true,
+	"Exp": true, "Logistic": true, "Neg": true, "Sqrt": true, "Rsqrt": true,
+	"Transpose": true, "BroadcastInDim": true,
 }
 
 func main() {

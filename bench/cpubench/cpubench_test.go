@@ -1,0 +1,310 @@
+package cpubench
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gomlx/gomlx/backends/simplego"
+
+	"github.com/cas-engine/cas/model/cpubackend"
+	"github.com/cas-engine/cas/model/qwen"
+)
+
+// tinyConfig is a Qwen3 model small enough for tests.
+var tinyConfig = &qwen.Config{
+	Architectures: []string{"Qwen3ForCausalLM"}, ModelType: "qwen3",
+	VocabSize: 96, HiddenSize: 32, IntermediateSize: 48, NumHiddenLayers: 2,
+	NumAttentionHeads: 4, NumKeyValueHeads: 2, HeadDim: 8, HiddenAct: "silu",
+	RMSNormEps: 1e-6, RopeTheta: 1e4, TieWordEmbeddings: true, MaxPositionEmbeddings: 256,
+}
+
+func TestParsePeer(t *testing.T) {
+	good := `{"peer": "torch 1.13.0a0 cpu", "threads": 2, "params": 4000512, "batch": 8, "seqlen": 256, "forward_s": 2.2, "forward_tokens_per_s": 931.0, "train_step_s": 8.1, "train_tokens_per_s": 252.0}`
+	cases := []struct {
+		name, out string
+		fwd       float64
+		wantErr   string
+	}{
+		{"line", good + "\n", 2.2, ""},
+		{"mixed", "warning: something\n" + good + "\n\n", 2.2, ""},
+		{"empty", "", 0, "no JSON line"},
+		{"missing", `{"peer": "x", "forward_s": 1}`, 0, "missing forward_s or train_step_s"},
+		{"broken", `{"peer": `, 0, "line 1"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := ParsePeer([]byte(c.out))
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("error %v, want %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.ForwardS != c.fwd || p.TrainStepS != 8.1 || p.Threads != 2 || p.Params != 4000512 {
+				t.Fatalf("parsed %+v", p)
+			}
+		})
+	}
+}
+
+// TestRunPeerProcess runs a stand-in peer script (a shell script printing
+// the JSON line and checking its arguments) through RunPeer.
+func TestRunPeerProcess(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "peer.sh")
+	body := `#!/bin/sh
+case "$*" in
+*"--threads 3"*"--steps 2"*) ;;
+*) echo "bad args: $*" >&2; exit 2;;
+esac
+cfg="$2"
+grep -q '"hidden_size":32' "$cfg" || { echo "bad config" >&2; exit 3; }
+echo '{"peer": "fake", "threads": 3, "forward_s": 0.5, "forward_tokens_per_s": 10, "train_step_s": 1.5}'
+`
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p, err := RunPeer("/bin/sh", script, tinyConfig, 2, 16, 3, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Peer != "fake" || p.ForwardS != 0.5 || p.TrainStepS != 1.5 {
+		t.Fatalf("peer %+v", p)
+	}
+	if _, err := RunPeer("/bin/sh", script, tinyConfig, 2, 16, 1, 2); err == nil || !strings.Contains(err.Error(), "bad args") {
+		t.Fatalf("error %v, want the script's message", err)
+	}
+	if _, err := RunPeer("/nonexistent/python", script, tinyConfig, 2, 16, 3, 2); err == nil {
+		t.Fatal("missing interpreter accepted")
+	}
+}
+
+// TestTrainerLearns: repeated AdamW steps on one batch lower the loss, on
+// gocpu, and the first loss is near ln(vocab) for a random model.
+func TestTrainerLearns(t *testing.T) {
+	be, err := cpubackend.New("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Finalize()
+	m, err := qwen.NewRandom(tinyConfig, be, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := NewTrainer(m, 3e-3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	ids := make([]int32, 2*17)
+	for i := range ids {
+		ids[i] = int32(rng.IntN(tinyConfig.VocabSize))
+	}
+	first, err := tr.Step(ids, 2, 17)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first < 4 || first > 5.2 { // ln 96 = 4.56
+		t.Fatalf("first loss %v, want about ln(96)", first)
+	}
+	last := first
+	for range 15 {
+		if last, err = tr.Step(ids, 2, 17); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !(last < first-0.5) {
+		t.Fatalf("loss %v → %v: not learning", first, last)
+	}
+	if _, err := tr.Step(ids, 3, 17); err == nil {
+		t.Fatal("wrong batch accepted")
+	}
+}
+
+// TestModelFiguresBothBackends measures the tiny model on both backends:
+// every figure is positive.
+func TestModelFiguresBothBackends(t *testing.T) {
+	opt := Options{Batch: 2, SeqLen: 16, Steps: 1, DecodeTokens: 4}
+	opt.defaults()
+	for _, name := range []string{"gocpu", "go"} {
+		var be interface{ Finalize() }
+		var f ModelFigures
+		var err error
+		if name == "go" {
+			b, e := simplego.New("")
+			if e != nil {
+				t.Fatal(e)
+			}
+			be, err = b, modelFigures(tinyConfig, b, &opt, true, &f)
+		} else {
+			b, e := cpubackend.New("")
+			if e != nil {
+				t.Fatal(e)
+			}
+			be, err = b, modelFigures(tinyConfig, b, &opt, true, &f)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		be.Finalize()
+		if !(f.ForwardS > 0 && f.ForwardTokS > 0 && f.TrainStepS > 0 && f.DecodeTokS > 0) {
+			t.Fatalf("%s: figures %+v", name, f)
+		}
+	}
+}
+
+// TestRunAndReport runs the GEMM part at toy sizes and checks the report.
+func TestRunAndReport(t *testing.T) {
+	var log bytes.Buffer
+	r, err := Run(Options{Sizes: []int{48, 64}, MinTime: time.Millisecond, SkipModels: true, Threads: 2, Log: &log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(r.PeakFMA > 0 && r.PeakFMA1 > 0 && r.PeakVek > 0 && r.Threads == 2) {
+		t.Fatalf("peaks %+v", r)
+	}
+	// 2 sizes, the 1-thread row, 4 decode shapes, 2 GoMLX rows.
+	if len(r.GEMM) != 2+1+len(decodeShapes)+2 {
+		t.Fatalf("%d GEMM rows: %+v", len(r.GEMM), r.GEMM)
+	}
+	for _, g := range r.GEMM {
+		if !(g.GFLOPS > 0) {
+			t.Fatalf("row %+v", g)
+		}
+	}
+	r.Models = []ModelRow{{Name: "m", Params: 4_000_000, Batch: 8, SeqLen: 256,
+		Fast:  ModelFigures{ForwardS: 0.5, ForwardTokS: 4096, TrainStepS: 1.5, DecodeTokS: 300},
+		Plain: ModelFigures{DecodeTokS: 100},
+		Peer:  &PeerFigures{ForwardS: 2, ForwardTokS: 1024, TrainStepS: 6}}}
+	var out bytes.Buffer
+	r.WriteMarkdown(&out)
+	text := out.String()
+	for _, want := range []string{"FMA peak", "vek", "64³ x·Wᵀ", "GoMLX DotGeneral", "| m | 4.0M | 4096 | 1024 | 4.00× | 1.500 s | 6.000 s | 4.00× | 300.0 | 100.0 | 3.00× |"} {
+		if !strings.Contains(text, want) {
+			t.Fatalf("report lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+func TestLoadModelSpec(t *testing.T) {
+	dir := t.TempDir()
+	cfg := `{"architectures":["Qwen3ForCausalLM"],"model_type":"qwen3","vocab_size":96,"hidden_size":32,"intermediate_size":48,
+"num_hidden_layers":1,"num_attention_heads":4,"num_key_value_heads":2,"head_dim":8,"hidden_act":"silu",
+"max_position_embeddings":64,"rms_norm_eps":1e-6,"rope_theta":10000,"tie_word_embeddings":true}`
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "policy.json"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for path, name := range map[string]string{dir: filepath.Base(dir), filepath.Join(dir, "config.json"): filepath.Base(dir), filepath.Join(dir, "policy.json"): "policy"} {
+		ms, err := LoadModelSpec(path)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if ms.Name != name || ms.Config.HiddenSize != 32 {
+			t.Fatalf("%s: %+v", path, ms)
+		}
+	}
+	if _, err := LoadModelSpec(filepath.Join(dir, "missing.json")); err == nil {
+		t.Fatal("missing file accepted")
+	}
+}
+
+// BenchmarkQwen times the forward pass, the training step and decoding of
+// the 4M model (and the 25M one with CAS_BENCH_25M=1) on gocpu, and decoding
+// on the pure-Go backend; -benchtime 1x gives one measurement each.
+func BenchmarkQwen(b *testing.B) {
+	specs := DefaultModels()[:1]
+	if os.Getenv("CAS_BENCH_25M") == "1" {
+		specs = DefaultModels()
+	}
+	for _, ms := range specs {
+		fast, err := cpubackend.New("")
+		if err != nil {
+			b.Fatal(err)
+		}
+		m, err := qwen.NewRandom(ms.Config, fast, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		const batch, seqLen = 8, 256
+		rng := rand.New(rand.NewPCG(3, 4))
+		ids, mask := make([]int32, batch*seqLen), make([]int32, batch*seqLen)
+		for i := range ids {
+			ids[i], mask[i] = int32(rng.IntN(ms.Config.VocabSize)), 1
+		}
+		b.Run(ms.Name+"/forward/gocpu", func(b *testing.B) {
+			if _, err := m.Logits(ids, mask, batch, seqLen); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, err := m.Logits(ids, mask, batch, seqLen); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*batch*seqLen)/b.Elapsed().Seconds(), "tok/s")
+		})
+		b.Run(ms.Name+"/trainstep/gocpu", func(b *testing.B) {
+			tr, err := NewTrainer(m, 1e-4)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := tr.Step(ids, batch, seqLen); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, err := tr.Step(ids, batch, seqLen); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		plain, err := simplego.New("")
+		if err != nil {
+			b.Fatal(err)
+		}
+		pm, err := qwen.NewRandom(ms.Config, plain, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, c := range []struct {
+			name string
+			m    *qwen.Model
+		}{{"gocpu", m}, {"go", pm}} {
+			b.Run(fmt.Sprintf("%s/decode/%s", ms.Name, c.name), func(b *testing.B) {
+				var tps float64
+				for b.Loop() {
+					if tps, err = DecodeSpeed(c.m, 1, 64, 32); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(tps, "tok/s")
+			})
+		}
+		fast.Finalize()
+		plain.Finalize()
+	}
+}
+
+// FuzzParsePeer: the peer's output never makes ParsePeer panic, and an
+// accepted line has positive timings.
+func FuzzParsePeer(f *testing.F) {
+	f.Add([]byte(`{"peer": "torch", "forward_s": 2.2, "train_step_s": 8.1}`))
+	f.Add([]byte("noise\n{\"forward_s\": -1, \"train_step_s\": 1}\n"))
+	f.Add([]byte("{"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := ParsePeer(data)
+		if err == nil && !(p.ForwardS > 0 && p.TrainStepS > 0) {
+			t.Fatalf("accepted %+v", p)
+		}
+	})
+}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestBenchCPUCommand(t *testing.T) {
+	jsonPath := filepath.Join(t.TempDir(), "cpu.json")
+	cases := []struct {
+		name    string
+		args    []string
+		wantOut string
+		wantErr string
+	}{
+		{"gemm only", []string{"bench", "cpu", "--models", "none", "--sizes", "32", "--min-time", "1ms", "--no-peer", "--threads", "2", "--json", jsonPath}, "| 32³ x·Wᵀ | 2 |", ""},
+		{"unknown model", []string{"bench", "cpu", "--models", "gpt5", "--no-peer"}, "", `unknown model "gpt5"`},
+		{"bad config", []string{"bench", "cpu", "--config", "/nonexistent/config.json", "--no-peer"}, "", "nonexistent"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			root := newRootCmd()
+			var out, errOut bytes.Buffer
+			root.SetArgs(c.args)
+			root.SetOut(&out)
+			root.SetErr(&errOut)
+			err := root.Execute()
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("error %v, want %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out.String(), c.wantOut) || !strings.Contains(out.String(), "FMA peak") {
+				t.Fatalf("output lacks %q:\n%s", c.wantOut, out.String())
+			}
+		})
+	}
+	data, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		PeakFMA float64
+		GEMM    []struct{ GFLOPS float64 }
+	}
+	if err := json.Unmarshal(data, &r); err != nil || r.PeakFMA <= 0 || len(r.GEMM) == 0 || r.GEMM[0].GFLOPS <= 0 {
+		t.Fatalf("json report %s: %v", data, err)
+	}
+}

@@ -1,0 +1,258 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+	"strconv"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/cas-engine/cas/conformal"
+	"github.com/cas-engine/cas/search"
+	"github.com/cas-engine/cas/world"
+)
+
+// APSReport is the calibration of APS on the world (stage 2), written as
+// aps/alpha-<α>.json. Its qhat, temperature, min_docs, max_docs and alpha
+// fields are the calibration report the agent and the trainer read
+// (agent.ParseAPS).
+type APSReport struct {
+	QHat        conformal.JSONFloat `json:"qhat"`
+	Alpha       float64             `json:"alpha"`
+	Temperature float64             `json:"temperature"`
+	MinDocs     int                 `json:"min_docs"`
+	MaxDocs     int                 `json:"max_docs"`
+	Quantile    string              `json:"quantile"`
+	// N calibration queries: the hop queries of the aps_calib split, each
+	// with CalibCandidates retrieved passages and its exact gold passages.
+	N               int     `json:"n"`
+	CalibCandidates int     `json:"calib_candidates"`
+	CalibCoverage   float64 `json:"calibration_coverage"`
+	CalibNoGold     int     `json:"calibration_no_gold"`
+	// Test: the hop queries of the test split.
+	Test int `json:"test"`
+	// TestCoverage is the fraction of test queries with E ≤ q̂: the
+	// quantity of the conformal guarantee, ≥ 1 − α in expectation.
+	TestCoverage float64 `json:"test_coverage"`
+	// CoverageBound is 1 − α − 2·sqrt(α(1−α)/n): two binomial standard
+	// deviations below the target for n test queries.
+	CoverageBound float64 `json:"coverage_bound"`
+	// Candidates is the number of passages retrieved per search at
+	// training and evaluation time; KeptCoverage is the fraction of test
+	// queries whose gold passage is among the APS-kept ones (what the
+	// agent reads), MeanKept their mean count and Histogram[k] the number
+	// of queries keeping k.
+	Candidates   int     `json:"candidates"`
+	KeptCoverage float64 `json:"kept_coverage"`
+	MeanKept     float64 `json:"mean_kept"`
+	Histogram    []int   `json:"kept_histogram"`
+	// Retrieved is the fraction of test queries with a gold passage among
+	// the Candidates at all; FixedCoverage among the fixed top-k.
+	Retrieved     float64 `json:"gold_retrieved"`
+	FixedK        int     `json:"fixed_k"`
+	FixedCoverage float64 `json:"fixed_coverage"`
+}
+
+// hopQuery is one retrieval of a scripted trajectory: a question's hop.
+type hopQuery struct {
+	query string
+	gold  map[string]bool
+}
+
+// hopQueries lists the hop queries of questions, in order.
+func hopQueries(qs []world.Question) []hopQuery {
+	var out []hopQuery
+	for _, q := range qs {
+		for h, hop := range q.HopInfo {
+			g := map[string]bool{}
+			for _, id := range q.GoldIDs[h] {
+				g[id] = true
+			}
+			out = append(out, hopQuery{query: hop.Query, gold: g})
+		}
+	}
+	return out
+}
+
+// retrieveAll retrieves k passages for every query, in batches, with a
+// progress bar.
+func (r *runner) retrieveAll(ctx context.Context, ret search.Retriever, queries []string, k int, what string) ([][]search.Hit, error) {
+	const batch = 256
+	var bar *progressbar.ProgressBar
+	if r.opts.Progress != nil {
+		bar = newBar(r.opts.Progress, len(queries), what)
+	}
+	out := make([][]search.Hit, 0, len(queries))
+	for off := 0; off < len(queries); off += batch {
+		hits, err := ret.Retrieve(ctx, queries[off:min(off+batch, len(queries))], k)
+		if err != nil {
+			return nil, fmt.Errorf("retrieve: %w", err)
+		}
+		out = append(out, hits...)
+		if bar != nil {
+			_ = bar.Add(len(hits))
+		}
+	}
+	if bar != nil {
+		_ = bar.Finish()
+	}
+	return out, nil
+}
+
+// goldRank is the index of the first hit that is a gold passage, or
+// conformal.NoGold.
+func goldRank(hits []search.Hit, gold map[string]bool) int {
+	for i, h := range hits {
+		if gold[h.Doc.ID] {
+			return i
+		}
+	}
+	return conformal.NoGold
+}
+
+func scoresOf(hits []search.Hit) []float64 {
+	s := make([]float64, len(hits))
+	for i, h := range hits {
+		s[i] = float64(h.Score)
+	}
+	return s
+}
+
+// apsFor returns the APS of the settings.
+func (c Config) apsFor() conformal.APS {
+	return conformal.APS{Temperature: c.APS.Temperature, MinDocs: c.APS.MinDocs, MaxDocs: c.APS.MaxDocs}
+}
+
+// apsPath is the calibration report of level alpha.
+func (r *runner) apsPath(alpha float64) string {
+	return filepath.Join(r.out, "aps", "alpha-"+strconv.FormatFloat(alpha, 'g', -1, 64)+".json")
+}
+
+// apsAlphas lists the levels the run calibrates: the default and every
+// variant's.
+func (c Config) apsAlphas() []float64 {
+	out := []float64{c.APS.Alpha}
+	for _, v := range c.Variants {
+		if a := c.apsAlpha(v); !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// calibrateAPS is stage 2: APS calibrated on the hop queries of the
+// aps_calib split with their exact gold passages (no judge needed), at
+// every level the run uses, and evaluated on the test split's hop queries.
+func (r *runner) calibrateAPS(ctx context.Context, d *worldData) (map[float64]APSReport, error) {
+	reports := map[float64]APSReport{}
+	err := r.stage(ctx, "aps", func() error {
+		cal := hopQueries(d.w.Splits[world.APSCalib])
+		test := hopQueries(d.w.Splits[world.Test])
+		r.logf("stage 2: APS calibration on %d aps_calib hop queries, evaluation on %d test hop queries", len(cal), len(test))
+		k := r.cfg.APS.CalibCandidates
+		calHits, err := r.retrieveAll(ctx, d.retriever, queriesOf(cal), k, "APS calibration retrieval")
+		if err != nil {
+			return err
+		}
+		testHits, err := r.retrieveAll(ctx, d.retriever, queriesOf(test), k, "APS test retrieval")
+		if err != nil {
+			return err
+		}
+		for _, alpha := range r.cfg.apsAlphas() {
+			rep, err := calibrateLevel(r.cfg, alpha, cal, calHits, test, testHits)
+			if err != nil {
+				return err
+			}
+			if err := writeJSON(r.apsPath(alpha), rep); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, alpha := range r.cfg.apsAlphas() {
+		var rep APSReport
+		if err := readJSON(r.apsPath(alpha), &rep); err != nil {
+			return nil, err
+		}
+		reports[alpha] = rep
+	}
+	return reports, nil
+}
+
+func queriesOf(hq []hopQuery) []string {
+	out := make([]string, len(hq))
+	for i, h := range hq {
+		out[i] = h.query
+	}
+	return out
+}
+
+// calibrateLevel computes q̂ at level alpha (paper: the ⌈(n+1)(1−α)⌉-th
+// smallest calibration score E = c_r, E = 1 without a retrieved gold) and
+// evaluates it on the test queries.
+func calibrateLevel(cfg Config, alpha float64, cal []hopQuery, calHits [][]search.Hit, test []hopQuery, testHits [][]search.Hit) (APSReport, error) {
+	aps := cfg.apsFor()
+	qs := make([]conformal.Query, len(cal))
+	for i, h := range cal {
+		qs[i] = conformal.Query{Scores: scoresOf(calHits[i]), Gold: goldRank(calHits[i], h.gold)}
+	}
+	c, err := aps.Calibrate(qs, alpha, conformal.RuleConformal, nil)
+	if err != nil {
+		return APSReport{}, fmt.Errorf("APS calibration at alpha %g: %w", alpha, err)
+	}
+	rep := APSReport{
+		QHat: conformal.JSONFloat(c.QHat), Alpha: alpha, Temperature: aps.Temperature, MinDocs: aps.MinDocs, MaxDocs: aps.MaxDocs,
+		Quantile: conformal.RuleConformal.String(), N: c.N, CalibCandidates: cfg.APS.CalibCandidates,
+		CalibCoverage: c.Coverage, CalibNoGold: c.NoGold, Test: len(test), Candidates: cfg.APS.Candidates,
+		Histogram: make([]int, aps.MaxDocs+1), FixedK: cfg.APS.TopK,
+	}
+	var covered, kept, retrieved, fixed, keptSum int
+	for i, h := range test {
+		hits := testHits[i]
+		e, err := aps.Score(scoresOf(hits), goldRank(hits, h.gold))
+		if err != nil {
+			return APSReport{}, fmt.Errorf("test query %q: %w", h.query, err)
+		}
+		if e <= c.QHat {
+			covered++
+		}
+		cand := hits[:min(len(hits), cfg.APS.Candidates)]
+		n := aps.Keep(scoresOf(cand), c.QHat)
+		keptSum += n
+		rep.Histogram[min(n, aps.MaxDocs)]++
+		if g := goldRank(cand, h.gold); g != conformal.NoGold {
+			retrieved++
+			if g < n {
+				kept++
+			}
+			if g < cfg.APS.TopK {
+				fixed++
+			}
+		}
+	}
+	n := float64(max(1, len(test)))
+	rep.TestCoverage = float64(covered) / n
+	rep.KeptCoverage = float64(kept) / n
+	rep.MeanKept = float64(keptSum) / n
+	rep.Retrieved = float64(retrieved) / n
+	rep.FixedCoverage = float64(fixed) / n
+	rep.CoverageBound = CoverageBound(alpha, len(test))
+	return rep, nil
+}
+
+// CoverageBound is the lowest test coverage consistent with the conformal
+// guarantee up to sampling noise: 1 − α − 2·sqrt(α(1−α)/n), two standard
+// deviations of a binomial proportion with success rate 1 − α over n
+// queries.
+func CoverageBound(alpha float64, n int) float64 {
+	if n < 1 {
+		return 0
+	}
+	return 1 - alpha - 2*math.Sqrt(alpha*(1-alpha)/float64(n))
+}

@@ -1,0 +1,274 @@
+package demo
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/cas-engine/cas/world"
+)
+
+// Config is one demo run: the world, the policy's size and every stage's
+// budget. QuickConfig and DefaultConfig are the two presets of `cas demo`.
+type Config struct {
+	// Preset names the preset the config came from ("quick", "default").
+	Preset string `json:"preset"`
+	// Seed drives everything: the world, the policy's initialisation, the
+	// example order, rollout sampling and the calibration draws.
+	Seed  uint64       `json:"seed"`
+	World world.Config `json:"world"`
+	Model ModelConfig  `json:"model"`
+
+	APS  APSSettings  `json:"aps"`
+	Warm WarmSettings `json:"warm_start"`
+	GRPO GRPOSettings `json:"grpo"`
+	Eval EvalSettings `json:"eval"`
+
+	// Variants are the GRPO runs, all started from the same warm start
+	// (the first is the full method, CAS).
+	Variants []Variant `json:"variants"`
+}
+
+// APSSettings configure the calibration of APS on the world's retrieval.
+type APSSettings struct {
+	// Alpha is the miscoverage level (paper: 0.2).
+	Alpha float64 `json:"alpha"`
+	// Temperature is T of softmax(s/T) over the BM25 scores. The paper's
+	// T = 0.01 suits inner products of unit vectors (gaps of ~0.01); BM25
+	// scores differ by whole units, so T is on that scale here.
+	Temperature float64 `json:"temperature"`
+	// CalibCandidates are the passages retrieved per calibration query
+	// (code: 20); Candidates those retrieved per search at training and
+	// evaluation time (code: 5), of which APS keeps k ∈ [MinDocs, MaxDocs].
+	CalibCandidates int `json:"calib_candidates"`
+	Candidates      int `json:"candidates"`
+	MinDocs         int `json:"min_docs"`
+	MaxDocs         int `json:"max_docs"`
+	// TopK is the fixed number of passages of the −APS ablation (3).
+	TopK int `json:"topk"`
+}
+
+// WarmSettings configure the supervised warm start on scripted
+// trajectories.
+type WarmSettings struct {
+	Steps      int     `json:"steps"`
+	Batch      int     `json:"batch"`
+	MicroBatch int     `json:"micro_batch"`
+	LR         float64 `json:"lr"`
+	Warmup     int     `json:"warmup_steps"`
+	// Chunks splits the steps into resumable pieces: the policy is saved
+	// after each, so an interrupted warm start loses at most one chunk
+	// (AdamW's moments restart at each chunk).
+	Chunks int `json:"chunks"`
+	// DirectPerAgent is the number of direct-answer examples (the
+	// no-retrieval baseline's prompt) per scripted agent example.
+	DirectPerAgent float64 `json:"direct_per_agent"`
+}
+
+// GRPOSettings configure each variant's GRPO run (paper Algorithm 1).
+type GRPOSettings struct {
+	Steps          int     `json:"steps"`
+	PromptsPerStep int     `json:"prompts_per_step"`
+	Group          int     `json:"group"`
+	MicroBatch     int     `json:"micro_batch"`
+	LR             float64 `json:"lr"`
+	KLCoef         float64 `json:"kl_coef"`
+	Temperature    float64 `json:"temperature"`
+	// ACI: target rate ρ, step γ, weight η (paper §3.3).
+	Rho   float64 `json:"rho"`
+	Gamma float64 `json:"gamma"`
+	Eta   float64 `json:"eta"`
+	// CheckpointEvery bounds the work an interruption loses.
+	CheckpointEvery int `json:"checkpoint_every"`
+}
+
+// EvalSettings configure the evaluations on the test split.
+type EvalSettings struct {
+	// Questions is the number of test questions evaluated (0: all), the
+	// same ones for every variant.
+	Questions int `json:"questions"`
+	// Batch is the number of questions rolled out together.
+	Batch int `json:"batch"`
+}
+
+// Rollout limits shared by the warm start, GRPO and evaluation: the tiny
+// policy's turns are short, and a bounded response keeps a babbling policy
+// cheap.
+const (
+	maxTurnTokens     = 96
+	maxResponseTokens = 640
+	maxTurns          = 4
+)
+
+// Variant is one GRPO run of the ablation: the paper's Table 3 rows.
+type Variant struct {
+	Name string `json:"name"`
+	// APS keeps the APS prediction set of the candidates; false keeps a
+	// fixed top-k (−APS).
+	APS bool `json:"aps"`
+	// ACI applies the confidence weights ω; false is −ACI (the controller
+	// still runs and is logged).
+	ACI bool `json:"aci"`
+	// Rho overrides GRPOSettings.Rho; APSAlpha overrides APSSettings.Alpha
+	// (0: the default).
+	Rho      float64 `json:"rho,omitempty"`
+	APSAlpha float64 `json:"aps_alpha,omitempty"`
+}
+
+// Variant names of the demo.
+const (
+	VariantCAS   = "cas"
+	VariantNoACI = "no-aci"
+	VariantNoAPS = "no-aps"
+)
+
+// DemoVariants are the GRPO runs of `cas demo`: the full method and its
+// two ablations.
+func DemoVariants() []Variant {
+	return []Variant{
+		{Name: VariantCAS, APS: true, ACI: true},
+		{Name: VariantNoACI, APS: true, ACI: false},
+		{Name: VariantNoAPS, APS: false, ACI: true},
+	}
+}
+
+// AblationVariants are the rows of `cas ablate` (paper Table 3): Default,
+// −ACI, −APS, ρ ∈ {0.1, 0.4} and α_APS ∈ {0.05, 0.35}.
+func AblationVariants() []Variant {
+	return append(DemoVariants(),
+		Variant{Name: "rho-0.1", APS: true, ACI: true, Rho: 0.1},
+		Variant{Name: "rho-0.4", APS: true, ACI: true, Rho: 0.4},
+		Variant{Name: "aps-alpha-0.05", APS: true, ACI: true, APSAlpha: 0.05},
+		Variant{Name: "aps-alpha-0.35", APS: true, ACI: true, APSAlpha: 0.35},
+	)
+}
+
+// tinyModel is the policy of both presets: the PyTorch prototype's shape
+// (2 layers, 64 wide), as a Qwen3 with grouped-query attention.
+func tinyModel() ModelConfig {
+	return ModelConfig{Hidden: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, Intermediate: 192, MaxPositions: 1024}
+}
+
+func defaultAPS() APSSettings {
+	return APSSettings{Alpha: 0.2, Temperature: 1, CalibCandidates: 20, Candidates: 5, MinDocs: 1, MaxDocs: 5, TopK: 3}
+}
+
+// QuickConfig is `cas demo --quick`: the small world, a short warm start
+// and a few GRPO steps per variant — the whole pipeline in about three
+// minutes on two cores, and the end-to-end test.
+func QuickConfig(seed uint64) Config {
+	w := world.SmallConfig(seed)
+	return Config{
+		Preset: "quick", Seed: seed, World: w, Model: tinyModel(), APS: defaultAPS(),
+		Warm: WarmSettings{Steps: 60, Batch: 16, MicroBatch: 16, LR: 3e-3, Warmup: 6, Chunks: 2, DirectPerAgent: 0.25},
+		GRPO: GRPOSettings{Steps: 2, PromptsPerStep: 4, Group: 5, MicroBatch: 20, LR: 5e-5, KLCoef: 0.001, Temperature: 1,
+			Rho: 0.25, Gamma: 0.005, Eta: 0.5, CheckpointEvery: 1},
+		Eval:     EvalSettings{Questions: 0, Batch: 64},
+		Variants: DemoVariants(),
+	}
+}
+
+// DefaultConfig is `make demo`: the default world, a warm start sized to
+// the budget and GRPO for each variant — about fifteen minutes on two
+// cores.
+func DefaultConfig(seed uint64) Config {
+	w := world.DefaultConfig(seed)
+	return Config{
+		Preset: "default", Seed: seed, World: w, Model: tinyModel(), APS: defaultAPS(),
+		Warm: WarmSettings{Steps: 600, Batch: 32, MicroBatch: 16, LR: 3e-3, Warmup: 30, Chunks: 6, DirectPerAgent: 0.25},
+		GRPO: GRPOSettings{Steps: 12, PromptsPerStep: 8, Group: 5, MicroBatch: 20, LR: 5e-5, KLCoef: 0.001, Temperature: 1,
+			Rho: 0.25, Gamma: 0.005, Eta: 0.5, CheckpointEvery: 4},
+		Eval:     EvalSettings{Questions: 200, Batch: 64},
+		Variants: DemoVariants(),
+	}
+}
+
+// PresetConfig returns the named preset.
+func PresetConfig(name string, seed uint64) (Config, error) {
+	switch name {
+	case "quick":
+		return QuickConfig(seed), nil
+	case "default", "":
+		return DefaultConfig(seed), nil
+	}
+	return Config{}, fmt.Errorf("unknown demo preset %q (want quick or default)", name)
+}
+
+// Validate reports every unusable setting at once.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if err := c.World.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Model.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	a := c.APS
+	if !(a.Alpha > 0 && a.Alpha < 1) {
+		bad("aps.alpha %g outside (0, 1)", a.Alpha)
+	}
+	if !(a.Temperature > 0) || math.IsInf(a.Temperature, 0) {
+		bad("aps.temperature %g must be positive and finite", a.Temperature)
+	}
+	if a.Candidates < 1 || a.CalibCandidates < a.Candidates {
+		bad("aps: candidates %d must be >= 1 and <= calib_candidates %d", a.Candidates, a.CalibCandidates)
+	}
+	if a.MinDocs < 1 || a.MaxDocs < a.MinDocs || a.MaxDocs > a.Candidates {
+		bad("aps: want 1 <= min_docs (%d) <= max_docs (%d) <= candidates (%d)", a.MinDocs, a.MaxDocs, a.Candidates)
+	}
+	if a.TopK < 1 || a.TopK > a.Candidates {
+		bad("aps.topk %d outside [1, candidates %d]", a.TopK, a.Candidates)
+	}
+	w := c.Warm
+	if w.Steps < 1 || w.Batch < 1 || w.MicroBatch < 1 || w.Chunks < 1 || w.Chunks > w.Steps {
+		bad("warm start: want steps, batch, micro_batch >= 1 and 1 <= chunks <= steps (got %d, %d, %d, %d)", w.Steps, w.Batch, w.MicroBatch, w.Chunks)
+	}
+	if !(w.LR > 0) || w.Warmup < 0 || w.DirectPerAgent < 0 {
+		bad("warm start: lr %g must be > 0, warmup %d and direct_per_agent %g >= 0", w.LR, w.Warmup, w.DirectPerAgent)
+	}
+	g := c.GRPO
+	if g.Steps < 0 || g.PromptsPerStep < 1 || g.Group < 2 || g.MicroBatch < 1 || g.CheckpointEvery < 1 {
+		bad("grpo: want steps >= 0, prompts_per_step >= 1, group >= 2, micro_batch >= 1, checkpoint_every >= 1 (got %d, %d, %d, %d, %d)",
+			g.Steps, g.PromptsPerStep, g.Group, g.MicroBatch, g.CheckpointEvery)
+	}
+	if !(g.LR > 0) || g.KLCoef < 0 || !(g.Temperature > 0) {
+		bad("grpo: lr %g and temperature %g must be > 0, kl_coef %g >= 0", g.LR, g.Temperature, g.KLCoef)
+	}
+	if c.World.Train < g.PromptsPerStep {
+		bad("grpo.prompts_per_step %d exceeds the %d training questions", g.PromptsPerStep, c.World.Train)
+	}
+	if c.Eval.Questions < 0 || c.Eval.Batch < 1 {
+		bad("eval: questions %d must be >= 0, batch %d >= 1", c.Eval.Questions, c.Eval.Batch)
+	}
+	if c.World.APSCalib < 1 || c.World.ACICalib < 1 || c.World.Test < 1 || c.World.Train < 1 {
+		bad("world: every split needs questions")
+	}
+	seen := map[string]bool{}
+	for _, v := range c.Variants {
+		if v.Name == "" || seen[v.Name] {
+			bad("variant name %q empty or repeated", v.Name)
+		}
+		seen[v.Name] = true
+		if v.Rho < 0 || v.Rho >= 1 || v.APSAlpha < 0 || v.APSAlpha >= 1 {
+			bad("variant %s: rho %g and aps_alpha %g must lie in [0, 1)", v.Name, v.Rho, v.APSAlpha)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// rho is the variant's ACI target rate.
+func (c Config) rho(v Variant) float64 {
+	if v.Rho > 0 {
+		return v.Rho
+	}
+	return c.GRPO.Rho
+}
+
+// apsAlpha is the variant's APS miscoverage level.
+func (c Config) apsAlpha(v Variant) float64 {
+	if v.APSAlpha > 0 {
+		return v.APSAlpha
+	}
+	return c.APS.Alpha
+}

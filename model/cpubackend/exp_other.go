@@ -1,0 +1,11 @@
+//go:build !amd64
+
+package cpubackend
+
+// expF32 writes dst[i] = e^x[i] (dst may be x).
+func expF32(dst, x []float32) {
+	x = x[:len(dst)]
+	for i, v := range x {
+		dst[i] = exp32(v)
+	}
+}

@@ -1,0 +1,185 @@
+package train
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseConfigDefaultsAndOverrides(t *testing.T) {
+	yaml := `
+name: demo
+model:
+  path: models/qwen
+data:
+  train: [data/train.parquet]
+retriever:
+  server: http://127.0.0.1:8000
+aps:
+  qhat_file: qhat.json
+aci:
+  rho: 0.4
+rollout:
+  retrieve_timeout: 30s
+`
+	cfg, err := ParseConfig([]byte(yaml), []string{
+		"aci.rho=0.1", "grpo.kl_coef=0", "optim.lr=2e-6", "data.train=[a.jsonl, b.parquet]",
+		"aps.enabled=false", "checkpoint.every=7", "new.section.key=1",
+	})
+	if err == nil || !strings.Contains(err.Error(), "new") {
+		t.Fatalf("unknown key accepted: %v", err)
+	}
+	cfg, err = ParseConfig([]byte(yaml), []string{
+		"aci.rho=0.1", "grpo.kl_coef=0", "optim.lr=2e-6", "data.train=[a.jsonl, b.parquet]",
+		"aps.enabled=false", "checkpoint.every=7",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name      string
+		got, want any
+	}{
+		{"name", cfg.Name, "demo"},
+		{"rho override", cfg.ACI.Rho, 0.1},
+		{"kl override", cfg.GRPO.KLCoef, 0.0},
+		{"lr override", cfg.Optim.LR, 2e-6},
+		{"train list", strings.Join(cfg.Data.Train, ","), "a.jsonl,b.parquet"},
+		{"aps off", cfg.APS.Enabled, false},
+		{"every", cfg.Checkpoint.Every, 7},
+		{"default eta", cfg.ACI.Eta, 0.5},
+		{"default gamma", cfg.ACI.Gamma, 0.005},
+		{"default window", cfg.ACI.Window, 2000},
+		{"default rule", cfg.ACI.Rule, "smoothed"},
+		{"default group", cfg.Rollout.GroupSize, 5},
+		{"default prompts", cfg.GRPO.PromptsPerStep, 512},
+		{"default mini-batch", cfg.GRPO.MiniBatchPrompts, 256},
+		{"default clip", cfg.GRPO.ClipLow, 0.2},
+		{"default dual clip", cfg.GRPO.DualClip, 3.0},
+		{"default warmup", cfg.Optim.WarmupRatio, 0.285},
+		{"default topk", cfg.APS.TopK, 3},
+		{"default candidates", cfg.APS.Candidates, 5},
+		{"duration", cfg.Rollout.RetrieveTimeout, 30 * time.Second},
+		{"default max response", cfg.Rollout.MaxResponseTokens, 3000},
+	}
+	for _, c := range cases {
+		if c.got != c.want {
+			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	cfg.ResolvePaths("/runs/x")
+	if cfg.Model.Path != "/runs/x/models/qwen" || cfg.Data.Train[0] != "/runs/x/a.jsonl" || cfg.Retriever.Server != "http://127.0.0.1:8000" {
+		t.Errorf("resolved paths: %q %q %q", cfg.Model.Path, cfg.Data.Train[0], cfg.Retriever.Server)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("valid config rejected: %v", err)
+	}
+	// The schedule counts optimiser steps (2 per step): int(0.285·200) = 56.
+	lc := cfg.learnerConfig(100)
+	if lc.Optim.TotalSteps != 200 || lc.Optim.NumWarmupSteps() != 56 || !lc.Optim.SkipNonFinite || lc.ApplyACI != true {
+		t.Errorf("learner config %+v", lc.Optim)
+	}
+}
+
+func TestConfigValidateReportsEverything(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.GRPO.MiniBatchPrompts = 1000
+	cfg.ACI.Rule = "bogus"
+	cfg.Rollout.TurnRule = "sometimes"
+	cfg.Checkpoint.DType = "int8"
+	err := cfg.Validate()
+	if err == nil {
+		t.Fatal("invalid config accepted")
+	}
+	for _, want := range []string{"model.path", "data.train", "retriever", "qhat_file", "mini_batch_prompts", "bogus", "sometimes", "int8"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+}
+
+func TestSetSyntaxErrors(t *testing.T) {
+	for _, s := range []string{"noequals", "=1", "a..b=1", "aci.rho.x=1"} {
+		if _, err := ParseConfig([]byte("aci: {rho: 0.2}\n"), []string{s}); err == nil {
+			t.Errorf("--set %q accepted", s)
+		}
+	}
+	if _, err := ParseConfig([]byte("- a\n- b\n"), nil); err == nil {
+		t.Error("a YAML list accepted as a config")
+	}
+	if cfg, err := ParseConfig(nil, nil); err != nil || cfg.GRPO.PromptsPerStep != 512 {
+		t.Errorf("empty file: %v", err)
+	}
+}
+
+// TestShippedConfigs: every configs/*.yaml parses, validates and encodes
+// its recipe (the paper's defaults, the model and the ablation it names).
+func TestShippedConfigs(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "configs", "*.yaml"))
+	if err != nil || len(files) < 10 {
+		t.Fatalf("configs: %v (%d files)", err, len(files))
+	}
+	seen := map[string]*Config{}
+	for _, f := range files {
+		cfg, err := LoadConfig(f, nil)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		seen[strings.TrimSuffix(filepath.Base(f), ".yaml")] = cfg
+	}
+	check := func(name string, ok func(c *Config) bool) {
+		c := seen[name]
+		if c == nil {
+			t.Errorf("configs/%s.yaml missing", name)
+			return
+		}
+		if !ok(c) {
+			t.Errorf("configs/%s.yaml does not encode its recipe: %+v", name, *c)
+		}
+	}
+	paper := func(c *Config) bool {
+		return c.GRPO.PromptsPerStep == 512 && c.GRPO.MiniBatchPrompts == 256 && c.Rollout.GroupSize == 5 &&
+			c.Optim.LR == 1e-6 && c.GRPO.KLCoef == 0.001 && c.ACI.Eta == 0.5 && c.ACI.Gamma == 0.005
+	}
+	check("qwen2.5-3b-instruct", func(c *Config) bool {
+		return paper(c) && strings.Contains(c.Model.Path, "Qwen2.5-3B-Instruct") && c.APS.Enabled && c.ACI.Enabled && c.ACI.Rho == 0.25 && c.APS.Alpha == 0.2
+	})
+	check("qwen3-8b", func(c *Config) bool { return paper(c) && strings.Contains(c.Model.Path, "Qwen3-8B") })
+	check("ablation-no-aps", func(c *Config) bool { return paper(c) && !c.APS.Enabled && c.APS.TopK == 3 && c.ACI.Enabled })
+	check("ablation-no-aci", func(c *Config) bool { return paper(c) && c.APS.Enabled && !c.ACI.Enabled })
+	for _, rho := range []string{"0.1", "0.25", "0.4"} {
+		check("ablation-rho-"+rho, func(c *Config) bool { return paper(c) && fmtFloat(c.ACI.Rho) == rho })
+	}
+	for _, a := range []string{"0.05", "0.2", "0.35"} {
+		check("ablation-aps-alpha-"+a, func(c *Config) bool {
+			return paper(c) && fmtFloat(c.APS.Alpha) == a && strings.Contains(c.APS.QHatFile, a)
+		})
+	}
+}
+
+func fmtFloat(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+
+func TestConfigSaveRoundTrip(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Model.Path, cfg.Data.Train, cfg.Retriever.Index, cfg.APS.QHatFile = "/m", []string{"/d.jsonl"}, "/ix", "/q.json"
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := cfg.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	back, err := LoadConfig(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b1, _ := os.ReadFile(path)
+	if err := back.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	b2, _ := os.ReadFile(path)
+	if string(b1) != string(b2) {
+		t.Errorf("config does not round-trip:\n%s\n---\n%s", b1, b2)
+	}
+}
