@@ -97,10 +97,15 @@ type APSConfig struct {
 // RolloutConfig sets how trajectories are sampled.
 type RolloutConfig struct {
 	// GroupSize is G, the trajectories per prompt (5).
-	GroupSize   int     `yaml:"group_size"`
-	Temperature float64 `yaml:"temperature"`
-	TopP        float64 `yaml:"top_p"`
-	TopK        int     `yaml:"top_k"`
+	GroupSize int `yaml:"group_size"`
+	// BatchPrompts is the number of prompts rolled out together (their G
+	// trajectories share one batched KV-cache session); a step's prompts go
+	// in consecutive chunks of this size. 0 means all at once. It bounds
+	// the rollout's memory, not the math.
+	BatchPrompts int     `yaml:"batch_prompts"`
+	Temperature  float64 `yaml:"temperature"`
+	TopP         float64 `yaml:"top_p"`
+	TopK         int     `yaml:"top_k"`
 	// MaxTurns and TurnRule bound the generations: "paper" (4 rounds of
 	// search, then a final answer turn) or "code" (4 generations in all).
 	MaxTurns int    `yaml:"max_turns"`
@@ -465,6 +470,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Rollout.GroupSize < 1 {
 		bad("rollout.group_size %d < 1", c.Rollout.GroupSize)
+	}
+	if c.Rollout.BatchPrompts < 0 {
+		bad("rollout.batch_prompts %d < 0", c.Rollout.BatchPrompts)
 	}
 	g := c.GRPO
 	if g.PromptsPerStep < 1 {

@@ -183,3 +183,21 @@ func TestConfigSaveRoundTrip(t *testing.T) {
 		t.Errorf("config does not round-trip:\n%s\n---\n%s", b1, b2)
 	}
 }
+
+// FuzzParseConfig: any YAML and --set string either parses into a config
+// that validates without panicking, or is an error.
+func FuzzParseConfig(f *testing.F) {
+	f.Add("aci: {rho: 0.1}\n", "grpo.kl_coef=0")
+	f.Add("model:\n  path: m\n", "data.train=[a, b]")
+	f.Add("- 1\n", "x=1")
+	f.Add("steps: -3\nrollout: {retrieve_timeout: 5s}\n", "aps=1")
+	f.Add("base: x.yaml\n", "a.b.c=[")
+	f.Fuzz(func(t *testing.T, yaml, set string) {
+		cfg, err := ParseConfig([]byte(yaml), []string{set})
+		if err != nil {
+			return
+		}
+		_ = cfg.Validate()
+		cfg.ResolvePaths("/r")
+	})
+}

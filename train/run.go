@@ -91,7 +91,12 @@ func NewTrainer(cfg *Config, runDir string, opts RunOptions) (*Trainer, error) {
 	if c.Name == "" {
 		c.Name = filepath.Base(filepath.Clean(runDir))
 	}
-	t, err := newTrainer(&c, runDir, opts)
+	return startTrainer(&c, runDir, opts)
+}
+
+// startTrainer initialises step 0 of a run whose folder exists.
+func startTrainer(c *Config, runDir string, opts RunOptions) (*Trainer, error) {
+	t, err := newTrainer(c, runDir, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -134,6 +139,17 @@ func ResumeTrainer(runDir string, sets []string, opts RunOptions) (*Trainer, err
 		return nil, err
 	}
 	ckpt, err := LatestCheckpoint(runDir)
+	if errors.Is(err, os.ErrNotExist) {
+		// Stopped before its first checkpoint: start over with the saved
+		// config (and its saved ACI bootstrap).
+		if opts.Log != nil {
+			fmt.Fprintf(opts.Log, "%s has no checkpoint yet: starting the run over\n", runDir)
+		}
+		if _, serr := os.Stat(filepath.Join(runDir, ACIBootstrapFile)); serr == nil && cfg.ACI.Bootstrap == "" {
+			cfg.ACI.Bootstrap = filepath.Join(runDir, ACIBootstrapFile)
+		}
+		return startTrainer(cfg, runDir, opts)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -422,13 +438,22 @@ func (t *Trainer) trainStep(ctx context.Context) (StepMetrics, error) {
 		qs[i] = agent.Question{ID: p.ID, Text: p.Question, Golds: p.Answers}
 	}
 	seed := t.rng.Uint64()
-	ats, err := t.runner.Run(ctx, qs, t.cfg.Rollout.GroupSize, seed)
-	if err != nil {
-		return StepMetrics{}, fmt.Errorf("rollouts: %w", err)
+	chunk := t.cfg.Rollout.BatchPrompts
+	if chunk <= 0 {
+		chunk = len(qs)
 	}
-	trajs := make([]Trajectory, len(ats))
-	for i, a := range ats {
-		trajs[i] = FromAgent(a)
+	trajs := make([]Trajectory, 0, len(qs)*t.cfg.Rollout.GroupSize)
+	for off := 0; off < len(qs); off += chunk {
+		// Each chunk samples with its own seed, derived from the step's.
+		ats, err := t.runner.Run(ctx, qs[off:min(off+chunk, len(qs))], t.cfg.Rollout.GroupSize, seed+uint64(off)*0x9e3779b97f4a7c15)
+		if err != nil {
+			return StepMetrics{}, fmt.Errorf("rollouts of prompts %d–%d: %w", off+1, min(off+chunk, len(qs)), err)
+		}
+		for _, a := range ats {
+			tr := FromAgent(a)
+			tr.Group += off
+			trajs = append(trajs, tr)
+		}
 	}
 	rollout := time.Since(start)
 	if t.beforeUpdate != nil {

@@ -56,6 +56,7 @@ func (f *runFixture) config(t *testing.T) *Config {
 	cfg.Rollout.MaxObsTokens = 24
 	cfg.Rollout.MaxResponseTokens = 64
 	cfg.GRPO.PromptsPerStep = 2
+	cfg.Rollout.BatchPrompts = 1
 	cfg.GRPO.MiniBatchPrompts = 1
 	cfg.GRPO.MicroBatch = 3
 	cfg.GRPO.KLCoef = 0.01
@@ -267,5 +268,30 @@ func TestRunStopsOnNaN(t *testing.T) {
 	}
 	if _, err := ResumeTrainer(dir, nil, f.options(t)); err != nil {
 		t.Fatalf("resume after the failure: %v", err)
+	}
+}
+
+// TestResumeWithoutCheckpointStartsOver: a run stopped before its first
+// checkpoint resumes by starting over from its saved config and bootstrap.
+func TestResumeWithoutCheckpointStartsOver(t *testing.T) {
+	f := newRunFixture(t)
+	cfg := f.config(t)
+	cfg.Steps = 1
+	dir := filepath.Join(t.TempDir(), "run")
+	if _, err := NewTrainer(cfg, dir, f.options(t)); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := ResumeTrainer(dir, nil, f.options(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Step() != 0 || tr.Config().ACI.Bootstrap != filepath.Join(dir, ACIBootstrapFile) {
+		t.Fatalf("restarted at step %d with bootstrap %q", tr.Step(), tr.Config().ACI.Bootstrap)
+	}
+	if err := tr.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if ms, err := ReadMetrics(filepath.Join(dir, MetricsFile)); err != nil || len(ms) != 1 {
+		t.Fatalf("metrics: %d lines (%v)", len(ms), err)
 	}
 }

@@ -215,7 +215,7 @@ func TestLearnerRejectsBadInput(t *testing.T) {
 		"old logprobs": func(tr []Trajectory) { tr[1].OldLogProbs = nil },
 		"token id":     func(tr []Trajectory) { tr[0].Tokens[0] = -1 },
 		"reward":       func(tr []Trajectory) { tr[0].Reward = math.Inf(1) },
-		"no response":  func(tr []Trajectory) { tr[0].Tokens = tr[0].Tokens[:tr[0].PromptLen] },
+		"short tokens": func(tr []Trajectory) { tr[0].Tokens = tr[0].Tokens[:tr[0].PromptLen-1] },
 	}
 	for name, mutate := range cases {
 		tr := good()
@@ -226,6 +226,18 @@ func TestLearnerRejectsBadInput(t *testing.T) {
 		if _, err := l.Step(tr); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+	// A response cut to nothing (the prompt filled the context) is a valid
+	// member of its group: no loss tokens, score EmptyNLL.
+	empty := good()
+	for i := range empty {
+		empty[i].OldLogProbs = make([]float32, empty[i].ResponseLen())
+	}
+	empty[0].Tokens, empty[0].LossMask, empty[0].OldLogProbs = empty[0].Tokens[:empty[0].PromptLen], nil, nil
+	if res, err := l.Step(empty); err != nil {
+		t.Errorf("empty response rejected: %v", err)
+	} else if res.Scores[0] != conformal.EmptyNLL {
+		t.Errorf("empty response scores %g, want %g", res.Scores[0], conformal.EmptyNLL)
 	}
 	// A NaN old log-prob inside the loss mask: ErrNonFinite, no update.
 	const w = "model.layers.0.mlp.down_proj.weight"

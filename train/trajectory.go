@@ -64,8 +64,8 @@ func (t *Trajectory) validate(vocab int, needOld bool) error {
 	switch {
 	case t.PromptLen < 1:
 		return fmt.Errorf("prompt length %d < 1", t.PromptLen)
-	case len(t.Tokens) <= t.PromptLen:
-		return fmt.Errorf("no response tokens (%d tokens, prompt %d)", len(t.Tokens), t.PromptLen)
+	case len(t.Tokens) < t.PromptLen:
+		return fmt.Errorf("%d tokens, fewer than the prompt's %d", len(t.Tokens), t.PromptLen)
 	case len(t.LossMask) != t.ResponseLen():
 		return fmt.Errorf("loss mask has %d entries for %d response tokens", len(t.LossMask), t.ResponseLen())
 	case needOld && len(t.OldLogProbs) != t.ResponseLen():

@@ -231,8 +231,8 @@ func SupervisedExample(encode func(string) []int, promptIDs []int, response stri
 		tr.Tokens = append(tr.Tokens, eos)
 		tr.LossMask = append(tr.LossMask, true)
 	}
-	if tr.ResponseLen() == 0 {
-		return Trajectory{}, errors.New("supervised example: empty response")
+	if tr.PolicyTokens() == 0 {
+		return Trajectory{}, errors.New("supervised example: nothing to learn in the response")
 	}
 	return tr, nil
 }

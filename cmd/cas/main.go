@@ -33,6 +33,7 @@ func newRootCmd() *cobra.Command {
 		newEvalCmd(),
 		newTrainCmd(),
 		newPlotCmd(),
+		newAblateCmd(),
 		newVersionCmd(),
 	)
 	return root
