@@ -84,7 +84,7 @@ type IndexReport struct {
 type ThreadRun struct {
 	Threads      int
 	BandwidthGBs float64 // streaming read of the base vectors
-	StreamMs     float64 // base bytes / bandwidth: the one-query bound
+	StreamMs     float64 // mean time of one streaming read: the one-query bound
 	FlatRecall   float64 // flat top-10 against the ground truth file
 
 	FlatSingleMs, FlatBatch32QPS, FlatBatchAllQPS float64
@@ -209,20 +209,30 @@ func best(reps int, f func() error) (time.Duration, error) {
 	return b, nil
 }
 
-// Bandwidth measures streaming read bandwidth over x with the given
-// goroutines (the best of reps passes of vek's AVX2 sum), in bytes/s.
-func Bandwidth(x []float32, threads, reps int) float64 {
-	var sink [64]float32
-	t, _ := best(reps, func() error {
-		var mu sync.Mutex
-		tensor.ParallelFor(len(x), threads, 1<<16, func(w, lo, hi int) {
-			s := vek32.Sum(x[lo:hi])
-			mu.Lock()
-			sink[w%64] += s
-			mu.Unlock()
-		})
-		return nil
+// streamOnce times one streaming read of x (vek's AVX2 sum) split over
+// threads goroutines: the memory-bandwidth bound of a scan.
+func streamOnce(x []float32, threads int) time.Duration {
+	var mu sync.Mutex
+	var sink float32
+	s := time.Now()
+	tensor.ParallelFor(len(x), threads, 1<<16, func(w, lo, hi int) {
+		v := vek32.Sum(x[lo:hi])
+		mu.Lock()
+		sink += v
+		mu.Unlock()
 	})
+	t := time.Since(s)
+	runtime.KeepAlive(sink)
+	return t
+}
+
+// Bandwidth measures streaming read bandwidth over x with the given
+// goroutines (the best of reps passes), in bytes/s.
+func Bandwidth(x []float32, threads, reps int) float64 {
+	t := time.Duration(math.MaxInt64)
+	for range reps {
+		t = min(t, streamOnce(x, threads))
+	}
 	return float64(4*len(x)) / t.Seconds()
 }
 
@@ -230,9 +240,6 @@ func measureThreads(opt *IndexOptions, threads int, base, queries []float32, gt 
 	d := opt.Dim
 	nq := len(queries) / d
 	run := &ThreadRun{Threads: threads}
-	bw := Bandwidth(base, threads, 5)
-	run.BandwidthGBs = bw / 1e9
-	run.StreamMs = float64(4*len(base)) / bw * 1e3
 	p := &search.SearchParams{Threads: threads}
 
 	flat := func(enc search.Encoding) (single, batch32, batchAll float64, recall float64, err error) {
@@ -241,20 +248,28 @@ func measureThreads(opt *IndexOptions, threads int, base, queries []float32, gt 
 			return
 		}
 		f.Add(nil, base)
+		// One query at a time, interleaved with streaming passes over the
+		// same vectors so both see the same machine: means of each.
 		ns := min(opt.SingleQueries, nq)
-		t, err := best(2, func() error {
-			for i := range ns {
-				if _, _, err := f.Search(queries[i*d:(i+1)*d], 10, p); err != nil {
-					return err
+		const rounds = 10
+		var tq, ts time.Duration
+		done := 0
+		for r := range rounds {
+			ts += streamOnce(base, threads)
+			s := time.Now()
+			for ; done < ns*(r+1)/rounds; done++ {
+				if _, _, err = f.Search(queries[done*d:(done+1)*d], 10, p); err != nil {
+					return
 				}
 			}
-			return nil
-		})
-		if err != nil {
-			return
+			tq += time.Since(s)
 		}
-		single = t.Seconds() * 1e3 / float64(ns)
-		t, err = best(3, func() error {
+		single = tq.Seconds() * 1e3 / float64(ns)
+		if enc == search.F32 {
+			run.StreamMs = ts.Seconds() * 1e3 / rounds
+			run.BandwidthGBs = float64(4*len(base)) / (run.StreamMs / 1e3) / 1e9
+		}
+		t, err := best(3, func() error {
 			for lo := 0; lo < nq; lo += 32 {
 				hi := min(nq, lo+32)
 				if _, _, err := f.Search(queries[lo*d:hi*d], 10, p); err != nil {

@@ -128,7 +128,7 @@ func (c Config) apsFor() conformal.APS {
 
 // apsPath is the calibration report of level alpha.
 func (r *runner) apsPath(alpha float64) string {
-	return filepath.Join(r.out, "aps", "alpha-"+strconv.FormatFloat(alpha, 'g', -1, 64)+".json")
+	return filepath.Join(r.out, "aps", "alpha-"+fmtAlpha(alpha)+".json")
 }
 
 // apsAlphas lists the levels the run calibrates: the default and every
@@ -256,3 +256,6 @@ func CoverageBound(alpha float64, n int) float64 {
 	}
 	return 1 - alpha - 2*math.Sqrt(alpha*(1-alpha)/float64(n))
 }
+
+// fmtAlpha is the key of a level in Result.APS ("0.2").
+func fmtAlpha(a float64) string { return strconv.FormatFloat(a, 'g', -1, 64) }

@@ -2,7 +2,6 @@ package demo
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"time"
 
@@ -100,7 +99,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	for a, rep := range aps {
-		res.APS[fmt.Sprint(a)] = rep
+		res.APS[fmtAlpha(a)] = rep
 		r.logf("  APS α=%g: q̂ = %.4g, test coverage %.3f (bound %.3f), %.2f of %d candidates kept (gold kept %.3f; top-%d %.3f)",
 			a, float64(rep.QHat), rep.TestCoverage, rep.CoverageBound, rep.MeanKept, rep.Candidates, rep.KeptCoverage, rep.FixedK, rep.FixedCoverage)
 	}

@@ -2,7 +2,12 @@ package demo
 
 import (
 	"context"
+	"fmt"
+	"github.com/cas-engine/cas/agent"
+	"github.com/cas-engine/cas/world"
+	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +27,12 @@ func TestProbe(t *testing.T) {
 		t.Skip()
 	}
 	cfg := QuickConfig(1)
+	if v := os.Getenv("CAS_PROBE_VOCAB"); v != "" {
+		fmt.Sscan(v, &cfg.World.VocabSize)
+	}
+	if v := os.Getenv("CAS_PROBE_T"); v != "" {
+		fmt.Sscan(v, &cfg.APS.Temperature)
+	}
 	out := t.TempDir()
 	r, err := newRunner(cfg, out, Options{})
 	if err != nil {
@@ -41,6 +52,12 @@ func TestProbe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("kept %.2f, gold %.3f, mean tokens %.0f, prompt %.0f, qhat %.4f", rep.APSMeanKept, rep.APSGoldCovered, rep.MeanTokens, rep.PromptTokens, aps[0.2].QHat)
+	hist := map[int]int{}
+	for _, e := range ex {
+		hist[(len(e.Tokens)+63)/64*64]++
+	}
+	t.Logf("length hist %v", hist)
 	var single, two []train.Trajectory
 	for _, e := range ex[:rep.AgentExamples] {
 		if len(e.Tokens) > 256 {
@@ -57,7 +74,7 @@ func TestProbe(t *testing.T) {
 		name string
 		ex   []train.Trajectory
 		mb   int
-	}{{"mixed16", ex, 16}, {"mixed8", ex, 8}, {"single16", single, 16}, {"two16", two, 16}, {"single32", single, 32}} {
+	}{{"mixed16", ex, 16}, {"single16", single, 16}, {"two16", two, 16}} {
 		tok := 0
 		for _, e := range c.ex {
 			tok += len(e.Tokens)
@@ -85,8 +102,9 @@ func TestProbeWarm(t *testing.T) {
 	cfg := QuickConfig(1)
 	cfg.Variants = nil
 	cfg.GRPO.Steps = 0
-	cfg.Warm.Steps = 150
-	cfg.Warm.Chunks = 3
+	cfg.World.VocabSize = 2000
+	cfg.Warm.Steps = 240
+	cfg.Warm.Chunks = 4
 	cfg.Warm.LR = 5e-3
 	cfg.Warm.Warmup = 10
 	out := os.Getenv("CAS_PROBE_WARM")
@@ -99,5 +117,94 @@ func TestProbeWarm(t *testing.T) {
 	l := res.Warm.Losses
 	for i := 0; i < len(l); i += 10 {
 		t.Logf("step %d CE %.3f", i, l[i])
+	}
+}
+
+func TestProbeCurve(t *testing.T) {
+	if os.Getenv("CAS_PROBE_CURVE") == "" {
+		t.Skip()
+	}
+	cfg := QuickConfig(1)
+	if os.Getenv("CAS_PROBE_BIG") != "" {
+		cfg.World = world.DefaultConfig(1)
+		cfg.World.Test = 110
+	}
+	cfg.World.VocabSize = 2000
+	if v := os.Getenv("CAS_PROBE_VOCAB"); v != "" {
+		fmt.Sscan(v, &cfg.World.VocabSize)
+	}
+	var lr float64 = 8e-3
+	fmt.Sscan(os.Getenv("CAS_PROBE_CURVE"), &lr)
+	out := t.TempDir()
+	r, err := newRunner(cfg, out, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	d, err := r.buildWorld(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aps, err := r.calibrateAPS(ctx, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep WarmReport
+	ex, err := r.warmExamples(ctx, d, float64(aps[0.2].QHat), &rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets := splitByLength(ex, shortLen)
+	qc, _ := cfg.Model.QwenConfig(d.tok.VocabSize(), d.eos)
+	m, _ := qwen.NewRandom(qc, r.backend, 1)
+	c0 := cpuTime()
+	for c := 0; c < 8; c++ {
+		oc := train.OptimConfig{LR: lr, WarmupSteps: 5, TotalSteps: 60, WeightDecay: 0.01, Beta1: 0.9, Beta2: 0.98, Epsilon: 1e-8, MaxGradNorm: 1, SkipNonFinite: true}
+		res, err := train.WarmStart(m, sets[0], train.WarmStartConfig{Optim: oc, Steps: 60, BatchSize: 16, MicroBatch: 16, Seed: uint64(c)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(out, fmt.Sprintf("m%d", c))
+		if err := SaveModelFolder(dir, m, d.tokPath); err != nil {
+			t.Fatal(err)
+		}
+		e, err := r.runEval(ctx, d, evalSpec{name: "x", model: dir, mode: agent.ModeAgent, aps: r.apsPath(0.2)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("after %d steps (cpu %.0f s): CE %.3f, EM %.3f (1-hop %.3f, 2-hop %.3f), valid %.2f", (c+1)*60, cpuTime()-c0, res.Losses[59], e.EM, e.EMSingle, e.EMTwoHop, e.FormatValid)
+	}
+}
+
+func TestProbeCopy(t *testing.T) {
+	if os.Getenv("CAS_PROBE_COPY") == "" {
+		t.Skip()
+	}
+	be, _ := NewBackend()
+	qc, _ := tinyModel().QwenConfig(2000, 1999)
+	m, _ := qwen.NewRandom(qc, be, 1)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var ex []train.Trajectory
+	for range 2000 {
+		n := 10 + rng.IntN(10)
+		seq := make([]int, n)
+		for i := range seq {
+			seq[i] = 10 + rng.IntN(1500)
+		}
+		tr := train.Trajectory{Tokens: append([]int{1}, seq...), PromptLen: n + 1}
+		tr.Tokens = append(tr.Tokens, 2)
+		tr.Tokens = append(tr.Tokens, seq...)
+		for range n + 1 {
+			tr.LossMask = append(tr.LossMask, true)
+		}
+		ex = append(ex, tr)
+	}
+	for c := 0; c < 6; c++ {
+		oc := train.OptimConfig{LR: 3e-3, WarmupSteps: 5, TotalSteps: 50, WeightDecay: 0.01, Beta1: 0.9, Beta2: 0.98, Epsilon: 1e-8, MaxGradNorm: 1, SkipNonFinite: true}
+		res, err := train.WarmStart(m, ex, train.WarmStartConfig{Optim: oc, Steps: 50, BatchSize: 16, MicroBatch: 16, Seed: uint64(c)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("after %d steps: CE %.3f", (c+1)*50, res.Losses[49])
 	}
 }

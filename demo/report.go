@@ -159,7 +159,7 @@ func checks(res *Result) string {
 			fmt.Fprintf(&b, "- ACI: %.2f searches per question with ACI weights against %.2f without.\n", cas.SearchCalls, noaci.SearchCalls)
 		}
 	}
-	if a, ok := res.APS[fmt.Sprint(res.Config.APS.Alpha)]; ok {
+	if a, ok := res.APS[fmtAlpha(res.Config.APS.Alpha)]; ok {
 		fmt.Fprintf(&b, "- APS coverage on the test split: %.3f for target %.2f (bound %.3f with n = %d).\n", a.TestCoverage, 1-a.Alpha, a.CoverageBound, a.Test)
 	}
 	if b.Len() > 0 {

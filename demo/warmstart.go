@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/cas-engine/cas/agent"
@@ -117,13 +118,31 @@ func (r *runner) rolloutConfig(mode agent.Mode, temperature float64) agent.Rollo
 	return rc
 }
 
+// spaceAfterTags puts a space after every opening tag of a generated
+// segment ("<search> Dago Faro born</search>"): byte-level BPE encodes a
+// word differently with and without its leading space, and with the space
+// a name copied from the question or a passage (" Dago") is the same token
+// sequence there as in the search or the answer — the copy a tiny model
+// can learn. The paper's prompt writes answers this way ("<answer> Beijing
+// </answer>"); queries and answers are stripped before use.
+func spaceAfterTags(s string) string {
+	for _, tag := range []string{agent.ThinkOpen, agent.SearchOpen, agent.AnswerOpen} {
+		s = strings.ReplaceAll(s, tag, tag+" ")
+	}
+	return s
+}
+
 // example builds a supervised example from prompt ids and segments, each
 // encoded on its own as the rollout appends it: generated text in the loss,
 // appended information blocks out of it, then EOS.
 func example(d *worldData, prompt []int, segs []world.Segment) train.Trajectory {
 	tr := train.Trajectory{Tokens: append([]int(nil), prompt...), PromptLen: len(prompt)}
 	for _, s := range segs {
-		for _, id := range d.tok.Encode(s.Text) {
+		text := s.Text
+		if !s.Retrieved {
+			text = spaceAfterTags(text)
+		}
+		for _, id := range d.tok.Encode(text) {
 			tr.Tokens = append(tr.Tokens, id)
 			tr.LossMask = append(tr.LossMask, !s.Retrieved)
 		}
@@ -224,6 +243,12 @@ func (r *runner) warmStart(ctx context.Context, d *worldData, aps APSReport) (*W
 		if err != nil {
 			return err
 		}
+		if rep.ChunksDone >= r.cfg.Warm.Chunks {
+			if _, err := os.Stat(filepath.Join(r.warmDir(), configFile)); err == nil {
+				return os.RemoveAll(partial) // finished; only the marker was missing
+			}
+			rep = WarmReport{}
+		}
 		var policy *qwen.Model
 		if rep.ChunksDone > 0 {
 			if policy, err = LoadModelFolder(partial, r.backend); err != nil {
@@ -242,41 +267,45 @@ func (r *runner) warmStart(ctx context.Context, d *worldData, aps APSReport) (*W
 		rep.Parameters = policy.Config.NumParameters()
 		rep.Vocab = policy.Config.VocabSize
 		w := r.cfg.Warm
-		r.logf("stage 3: warm start of a %d-parameter Qwen3 on %d scripted + %d direct examples (%.0f tokens each, %.0f in the loss; %.2f docs per search, gold kept %.0f%%, %d dropped): %d steps of %d",
+		sets := splitByLength(examples, shortLen)
+		plan := chunkPlan(w.Steps, w.Chunks, len(sets[0]), len(sets[1]))
+		r.logf("stage 3: warm start of a %d-parameter Qwen3 on %d scripted + %d direct examples (%.0f tokens each, %.0f in the loss; %.2f docs per search, gold kept %.0f%%, %d dropped): %d steps of %d in %d chunks (%d examples ≤ %d tokens, %d longer)",
 			rep.Parameters, rep.AgentExamples, rep.DirectExamples, rep.MeanTokens, rep.MeanPolicyTokens,
-			rep.APSMeanKept, 100*rep.APSGoldCovered, rep.Dropped, w.Steps, w.Batch)
-		for c := rep.ChunksDone; c < w.Chunks; c++ {
+			rep.APSMeanKept, 100*rep.APSGoldCovered, rep.Dropped, w.Steps, w.Batch, len(plan), len(sets[0]), shortLen, len(sets[1]))
+		for c := rep.ChunksDone; c < len(plan); c++ {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			steps := w.Steps*(c+1)/w.Chunks - w.Steps*c/w.Chunks
+			ch := plan[c]
+			set := sets[ch.set]
 			warm := w.Warmup
 			if c > 0 {
-				warm = min(w.Warmup/4, steps/4)
+				warm = min(max(1, w.Warmup/4), ch.steps/4)
 			}
-			oc := train.OptimConfig{LR: w.LR * chunkLRFactor(c, w.Chunks), WarmupSteps: warm, TotalSteps: steps, WeightDecay: 0.01,
+			oc := train.OptimConfig{LR: w.LR * chunkLRFactor(c, len(plan)), WarmupSteps: warm, TotalSteps: ch.steps, WeightDecay: 0.01,
 				Beta1: 0.9, Beta2: 0.98, Epsilon: 1e-8, MaxGradNorm: 1, SkipNonFinite: true}
 			count := 0
-			for _, e := range examples {
+			for _, e := range set {
 				count += len(e.Tokens)
 			}
 			start := time.Now()
-			res, err := train.WarmStart(policy, examples, train.WarmStartConfig{Optim: oc, Steps: steps, BatchSize: w.Batch,
+			res, err := train.WarmStart(policy, set, train.WarmStartConfig{Optim: oc, Steps: ch.steps, BatchSize: w.Batch,
 				MicroBatch: w.MicroBatch, Seed: r.cfg.Seed + uint64(c)*7919, Progress: r.opts.Progress})
 			if err != nil {
 				return err
 			}
 			sec := time.Since(start).Seconds()
+			tokens := float64(ch.steps*w.Batch) * float64(count) / float64(len(set))
 			rep.Seconds += sec
-			rep.Steps += steps
+			rep.Steps += ch.steps
 			rep.Losses = append(rep.Losses, res.Losses...)
 			rep.PolicyTokens += res.Tokens
-			rep.Tokens += int(float64(steps*w.Batch) * float64(count) / float64(len(examples)))
+			rep.Tokens += int(tokens)
 			rep.ChunksDone = c + 1
 			rep.TokensPerSec = float64(rep.Tokens) / rep.Seconds
-			r.logf("  chunk %d/%d: %d steps, cross-entropy %.3f → %.3f, %.0f tokens/s", c+1, w.Chunks, steps,
-				res.Losses[0], res.Losses[len(res.Losses)-1], float64(steps*w.Batch)*float64(count)/float64(len(examples))/sec)
-			if c+1 < w.Chunks {
+			r.logf("  chunk %d/%d (%s): %d steps, lr %.2g, cross-entropy %.3f → %.3f, %.0f tokens/s", c+1, len(plan),
+				[]string{"short", "long"}[ch.set], ch.steps, oc.LR, res.Losses[0], res.Losses[len(res.Losses)-1], tokens/sec)
+			if c+1 < len(plan) {
 				if err := SaveModelFolder(partial, policy, d.tokPath); err != nil {
 					return err
 				}
@@ -296,6 +325,84 @@ func (r *runner) warmStart(ctx context.Context, d *worldData, aps APSReport) (*W
 		return nil, err
 	}
 	return &rep, nil
+}
+
+// shortLen splits the examples into two length classes: the trainer pads
+// every micro-batch to a power-of-two length, so mixing a 300-token
+// example into a batch of 150-token ones doubles its cost.
+const shortLen = 256
+
+// splitByLength returns the examples of at most n tokens and the others.
+func splitByLength(ex []train.Trajectory, n int) [2][]train.Trajectory {
+	var out [2][]train.Trajectory
+	for _, e := range ex {
+		if len(e.Tokens) <= n {
+			out[0] = append(out[0], e)
+		} else {
+			out[1] = append(out[1], e)
+		}
+	}
+	return out
+}
+
+// chunk is one WarmStart call: steps on one length class.
+type chunk struct{ set, steps int }
+
+// chunkPlan spreads steps over chunks, each on one length class, the long
+// class getting a share of chunks and steps proportional to its examples
+// (so every example is seen about equally often). Long chunks are spaced
+// evenly between short ones; the first chunk is short (single-hop
+// questions teach the grammar and the copying first).
+func chunkPlan(steps, chunks, nShort, nLong int) []chunk {
+	if nShort == 0 || nLong == 0 || chunks < 2 {
+		set := 0
+		if nShort == 0 {
+			set = 1
+		}
+		out := make([]chunk, chunks)
+		for c := range out {
+			out[c] = chunk{set, steps*(c+1)/chunks - steps*c/chunks}
+		}
+		return out
+	}
+	frac := float64(nLong) / float64(nShort+nLong)
+	cl := min(chunks-1, max(1, int(math.Round(frac*float64(chunks)))))
+	sl := min(steps-(chunks-cl), max(cl, int(math.Round(frac*float64(steps)))))
+	isLong := make([]bool, chunks)
+	for i := range cl {
+		isLong[min(chunks-1, int(math.Round(float64(i+1)*float64(chunks)/float64(cl+1))))] = true
+	}
+	isLong[0] = false
+	// Rounding may have merged positions or hit chunk 0: fill from the end.
+	for n, c := countTrue(isLong), chunks-1; n < cl && c > 0; c-- {
+		if !isLong[c] {
+			isLong[c] = true
+			n++
+		}
+	}
+	out := make([]chunk, chunks)
+	var li, si int
+	for c := range chunks {
+		if isLong[c] {
+			out[c] = chunk{1, sl*(li+1)/cl - sl*li/cl}
+			li++
+		} else {
+			cs := chunks - cl
+			out[c] = chunk{0, (steps-sl)*(si+1)/cs - (steps-sl)*si/cs}
+			si++
+		}
+	}
+	return out
+}
+
+func countTrue(b []bool) int {
+	n := 0
+	for _, x := range b {
+		if x {
+			n++
+		}
+	}
+	return n
 }
 
 // chunkLRFactor decays the learning rate over the chunks along a cosine

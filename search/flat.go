@@ -243,16 +243,22 @@ func (f *Flat) searchBlock(q []float32, nq, k int, p *SearchParams, scores []flo
 	pq := prepareQueries(q, nq, f.d, f.codes.enc, f.sq, f.metric)
 	n := f.Len()
 	workers := tensor.Workers(p.threads())
-	// Below ~16k rows per goroutine the start-up is not worth it.
+	// Below ~4k rows per goroutine the start-up is not worth it.
 	workers = max(1, min(workers, n/4096))
+	// Chunks of rows are handed out dynamically: about 16 per worker, at
+	// least 4096 rows, a multiple of 64.
+	chunk := max(4096, (n/(16*workers)+63)&^63)
 	heaps := make([][]*tensor.TopK, workers)
-	tensor.ParallelFor(n, workers, 64, func(w, lo, hi int) {
-		hs := make([]*tensor.TopK, nq)
-		for i := range hs {
-			hs[i] = tensor.NewTopK(k)
+	forChunks(n, chunk, workers, func(w, lo, hi int) {
+		hs := heaps[w]
+		if hs == nil {
+			hs = make([]*tensor.TopK, nq)
+			for i := range hs {
+				hs[i] = tensor.NewTopK(k)
+			}
+			heaps[w] = hs
 		}
 		f.scan(hs, &pq, lo, hi)
-		heaps[w] = hs
 	})
 	for i := range nq {
 		var t *tensor.TopK

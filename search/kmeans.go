@@ -174,12 +174,18 @@ func assignPoints(assign []int32, x, cent []float32, n, d, k int, m Metric, thre
 	// that the score block stays under 8 MiB.
 	chunk := max(3, min(96, (8<<20)/(4*k))/3*3)
 	nchunks := (n + chunk - 1) / chunk
-	workers := tensor.Workers(threads)
-	partial := make([]float64, workers)
-	tensor.ParallelFor(nchunks, workers, 1, func(w, lo, hi int) {
-		out := make([]float32, chunk*k)
-		var obj float64
+	workers := max(1, min(tensor.Workers(threads), nchunks))
+	// Per-chunk objectives, summed in chunk order so the total does not
+	// depend on the thread count.
+	partial := make([]float64, nchunks)
+	outs := make([][]float32, workers)
+	forChunks(nchunks, 1, workers, func(w, lo, hi int) {
+		if outs[w] == nil {
+			outs[w] = make([]float32, chunk*k)
+		}
+		out := outs[w]
 		for c := lo; c < hi; c++ {
+			var obj float64
 			p0 := c * chunk
 			p1 := min(n, p0+chunk)
 			tensor.DotBlockStrided(out, k, x[p0*d:p1*d], p1-p0, cent, k, d)
@@ -209,8 +215,8 @@ func assignPoints(assign []int32, x, cent []float32, n, d, k int, m Metric, thre
 					obj += float64(bestV)
 				}
 			}
+			partial[c] = obj
 		}
-		partial[w] = obj
 	})
 	var total float64
 	for _, v := range partial {

@@ -25,21 +25,26 @@ func Dot(x, y []float32) float32 {
 //
 //	out[j] = ⟨q, x[j·d : (j+1)·d]⟩,   d = len(q), j < len(out).
 //
-// Rows are taken four at a time so the query is read once per four rows.
-// DotRows, DotRowsParallel and DotBlock return bit-identical values for the
-// same (query, row) pair.
+// Four rows are scored at once (four independent FMA chains), taken a
+// quarter of the rows apart so that memory is read as four sequential
+// streams. DotRows, DotRowsParallel and DotBlock return bit-identical
+// values for the same (query, row) pair.
 func DotRows(out, q, x []float32) { dotRowsWith(kernels, out, q, x) }
 
 func dotRowsWith(ks *kernelSet, out, q, x []float32) {
 	d, n := len(q), len(out)
 	checkLen("rows", len(x), n*d)
+	// Quartered order: the 1×4 kernel takes rows j, j+m, j+2m, j+3m
+	// (m = n/4), so it reads four long sequential streams that the hardware
+	// prefetchers follow, instead of four 3 KiB runs side by side (measured
+	// 1.2–1.5× the streaming time that way, ≈ 1.0× this way).
+	m := n / 4
 	var b [4]float32
-	j := 0
-	for ; j+4 <= n; j += 4 {
-		ks.dot4(&b, q, x[j*d:], d)
-		copy(out[j:j+4], b[:])
+	for j := range m {
+		ks.dot4(&b, q, x[j*d:], m*d)
+		out[j], out[j+m], out[j+2*m], out[j+3*m] = b[0], b[1], b[2], b[3]
 	}
-	for ; j < n; j++ {
+	for j := 4 * m; j < n; j++ {
 		out[j] = ks.dot(q, x[j*d:(j+1)*d])
 	}
 }
@@ -51,13 +56,13 @@ func DotRowsF16(out, q []float32, x []uint16) { dotRowsF16With(kernels, out, q, 
 func dotRowsF16With(ks *kernelSet, out, q []float32, x []uint16) {
 	d, n := len(q), len(out)
 	checkLen("rows", len(x), n*d)
+	m := n / 4 // quartered order, as dotRowsWith
 	var b [4]float32
-	j := 0
-	for ; j+4 <= n; j += 4 {
-		ks.dotF16x4(&b, q, x[j*d:], d)
-		copy(out[j:j+4], b[:])
+	for j := range m {
+		ks.dotF16x4(&b, q, x[j*d:], m*d)
+		out[j], out[j+m], out[j+2*m], out[j+3*m] = b[0], b[1], b[2], b[3]
 	}
-	for ; j < n; j++ {
+	for j := 4 * m; j < n; j++ {
 		out[j] = ks.dotF16(q, x[j*d:(j+1)*d])
 	}
 }
@@ -69,13 +74,13 @@ func DotRowsU8(out, q []float32, x []uint8) { dotRowsU8With(kernels, out, q, x) 
 func dotRowsU8With(ks *kernelSet, out, q []float32, x []uint8) {
 	d, n := len(q), len(out)
 	checkLen("rows", len(x), n*d)
+	m := n / 4 // quartered order, as dotRowsWith
 	var b [4]float32
-	j := 0
-	for ; j+4 <= n; j += 4 {
-		ks.dotU8x4(&b, q, x[j*d:], d)
-		copy(out[j:j+4], b[:])
+	for j := range m {
+		ks.dotU8x4(&b, q, x[j*d:], m*d)
+		out[j], out[j+m], out[j+2*m], out[j+3*m] = b[0], b[1], b[2], b[3]
 	}
-	for ; j < n; j++ {
+	for j := 4 * m; j < n; j++ {
 		out[j] = ks.dotU8(q, x[j*d:(j+1)*d])
 	}
 }

@@ -174,7 +174,7 @@ func TestGemmBlockBoundaries(t *testing.T) {
 // operations whatever the split).
 func TestGemmParallelBitIdentical(t *testing.T) {
 	r := rand.New(rand.NewPCG(10, 3))
-	for _, s := range [][4]int{{1, 1, 300, 96}, {1, 8, 513, 160}, {1, 70, 129, 300}, {5, 9, 31, 64}, {2, 100, 64, 37}} {
+	for _, s := range [][4]int{{1, 1, 300, 96}, {1, 8, 513, 160}, {1, 70, 129, 300}, {1, 300, 40, 50}, {5, 9, 31, 64}, {2, 100, 64, 37}} {
 		b, m, n, k := s[0], s[1], s[2], s[3]
 		a, w := randF32(r, b*m*k), randF32(r, b*n*k)
 		var first []float32

@@ -144,13 +144,13 @@ func TestModelFiguresBothBackends(t *testing.T) {
 			if e != nil {
 				t.Fatal(e)
 			}
-			be, err = b, modelFigures(tinyConfig, b, &opt, true, &f)
+			be, err = b, modelFigures(tinyConfig, b, &opt, true, true, &f)
 		} else {
 			b, e := cpubackend.New("")
 			if e != nil {
 				t.Fatal(e)
 			}
-			be, err = b, modelFigures(tinyConfig, b, &opt, true, &f)
+			be, err = b, modelFigures(tinyConfig, b, &opt, true, true, &f)
 		}
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)

@@ -49,10 +49,9 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 		plain = plain || m.Plain.ForwardTokS > 0
 	}
 	if plain {
-		fmt.Fprintf(w, "\n| model | forward tok/s pure-Go | gocpu/pure-Go | train step pure-Go | pure-Go/gocpu |\n|---|---:|---:|---:|---:|\n")
+		fmt.Fprintf(w, "\n| model | forward tok/s pure-Go | gocpu/pure-Go |\n|---|---:|---:|\n")
 		for _, m := range r.Models {
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", m.Name, num(m.Plain.ForwardTokS, 0), ratio(m.Fast.ForwardTokS, m.Plain.ForwardTokS),
-				secs(m.Plain.TrainStepS), ratio(m.Plain.TrainStepS, m.Fast.TrainStepS))
+			fmt.Fprintf(w, "| %s | %s | %s |\n", m.Name, num(m.Plain.ForwardTokS, 0), ratio(m.Fast.ForwardTokS, m.Plain.ForwardTokS))
 		}
 	}
 	for _, m := range r.Models {

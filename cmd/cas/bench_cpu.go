@@ -99,7 +99,7 @@ machine's load average is printed with the figures: rerun on a quiet machine.`,
 	f.IntVar(&opt.SeqLen, "seqlen", 256, "tokens per row")
 	f.IntVar(&opt.Steps, "steps", 3, "timed training steps")
 	f.IntVar(&opt.DecodeTokens, "decode-tokens", 32, "tokens generated per decode measurement")
-	f.BoolVar(&opt.Plain, "plain", false, "also time forward and training on the pure-Go backend (slow)")
+	f.BoolVar(&opt.Plain, "plain", false, "also time the forward pass on the pure-Go backend (slow)")
 	defPeer := sharedDefault("bench", "torch_qwen_peer.py")
 	if defPeer == "" {
 		defPeer = filepath.Join("..", "shared", "bench", "torch_qwen_peer.py")

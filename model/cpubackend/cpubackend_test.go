@@ -866,7 +866,23 @@ func TestElementwiseMatchesPlain(t *testing.T) {
 		{"transpose-int", [][]int{{3, 5}}, func(in []*graph.Node) *graph.Node {
 			return graph.ConvertDType(graph.TransposeAllAxes(graph.ConvertDType(in[0], dtypes.Int64), 1, 0), dtypes.Float32)
 		}},
-		{"broadcast", [][]int{{3, 1, 5}}, func(in []*graph.Node) *graph.Node { return graph.BroadcastToDims(graph.ExpandAxes(in[0], 0), 2, 3, 4, 5) }},
+		{"where", [][]int{{40, 30}, {40, 30}}, func(in []*graph.Node) *graph.Node {
+			return graph.Where(graph.GreaterThan(in[0], in[1]), in[0], graph.Exp(in[1]))
+		}},
+		{"where-scalars", [][]int{{40, 30}}, func(in []*graph.Node) *graph.Node {
+			g := in[0].Graph()
+			return graph.Where(graph.GreaterThan(in[0], graph.ZerosLike(in[0])), graph.Const(g, float32(1)), graph.Const(g, float32(-2)))
+		}},
+		{"where-scalar-cond", [][]int{{4, 3}, {4, 3}}, func(in []*graph.Node) *graph.Node {
+			return graph.Where(graph.Const(in[0].Graph(), true), graph.Neg(in[0]), in[1])
+		}},
+		{"reshape-chain", [][]int{{6, 4}}, func(in []*graph.Node) *graph.Node {
+			x := graph.Reshape(graph.Exp(in[0]), 2, 3, 4)
+			return graph.Reshape(graph.Neg(graph.Transpose(x, 0, 2)), 24)
+		}},
+		{"broadcast", [][]int{{3, 1, 5}}, func(in []*graph.Node) *graph.Node {
+			return graph.BroadcastToDims(graph.ExpandAxes(in[0], 0), 2, 3, 4, 5)
+		}},
 		{"broadcast-bool", [][]int{{3, 1}}, func(in []*graph.Node) *graph.Node {
 			m := graph.BroadcastToDims(graph.GreaterThan(in[0], graph.ZerosLike(in[0])), 3, 7)
 			return graph.ConvertDType(m, dtypes.Float32)

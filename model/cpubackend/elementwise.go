@@ -781,3 +781,116 @@ func (b *Builder) BroadcastInDim(x backends.Op, outputShape shapes.Shape, broadc
 	}
 	return b.addShadowNode(&node{kind: kindCustom, opType: backends.OpTypeBroadcastInDim, inputs: vs, exec: exec}, so)
 }
+
+// Where implements backends.Builder: out[i] = cond[i] ? onTrue[i] : onFalse[i],
+// each operand either of the output's shape or a scalar. float32 runs
+// here, other dtypes on simplego.
+func (b *Builder) Where(condition, onTrue, onFalse backends.Op) (backends.Op, error) {
+	vs, err := b.checkOps("Where", []backends.Op{condition, onTrue, onFalse})
+	if err != nil {
+		return nil, err
+	}
+	replay := func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
+		o, err := sb.Where(in[0], in[1], in[2])
+		return []backends.Op{o}, err
+	}
+	sos, err := replay(b.shadow, shadowOps(vs))
+	if err != nil {
+		return nil, err
+	}
+	so := sos[0]
+	out, err := b.shadow.OpShape(so)
+	if err != nil {
+		return nil, err
+	}
+	if b.backend.plain || out.DType != dtypes.Float32 {
+		return b.addShadowNode(&node{kind: kindDelegate, opType: backends.OpTypeWhere, inputs: vs, replay: replay}, so)
+	}
+	step := func(v *value) int { // 0 for a broadcast scalar
+		if v.shape.IsScalar() && out.Size() != 1 {
+			return 0
+		}
+		return 1
+	}
+	cs, ts, fs := step(vs[0]), step(vs[1]), step(vs[2])
+	exec := func(be *Backend, in []backends.Buffer, owned []bool) (backends.Buffer, int, error) {
+		cf, err := be.BufferData(in[0])
+		if err != nil {
+			return nil, -1, err
+		}
+		tv, err := f32Data(be, in[1])
+		if err != nil {
+			return nil, -1, err
+		}
+		fv, err := f32Data(be, in[2])
+		if err != nil {
+			return nil, -1, err
+		}
+		c := cf.([]bool)
+		buf, dst, consumed, err := outputFor(be, in, owned, out, 1, 2)
+		if err != nil {
+			return nil, -1, err
+		}
+		n := len(dst)
+		be.forRange((n+4095)/4096, 4096, func(lo, hi int) {
+			for i := lo * 4096; i < min(n, hi*4096); i++ {
+				if c[i*cs] {
+					dst[i] = tv[i*ts]
+				} else {
+					dst[i] = fv[i*fs]
+				}
+			}
+		})
+		return buf, consumed, nil
+	}
+	return b.addShadowNode(&node{kind: kindCustom, opType: backends.OpTypeWhere, inputs: vs, exec: exec}, so)
+}
+
+// smallReshape is the size (elements) up to which Reshape copies the data
+// here rather than ending a simplego segment (which reshapes for free only
+// when it owns the buffer): decoding graphs reshape many small tensors
+// between custom ops.
+const smallReshape = 1 << 14
+
+// Reshape implements backends.Builder.
+func (b *Builder) Reshape(x backends.Op, dims ...int) (backends.Op, error) {
+	dims = slices.Clone(dims)
+	vs, err := b.checkOps("Reshape", []backends.Op{x})
+	if err != nil {
+		return nil, err
+	}
+	replay := func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
+		o, err := sb.Reshape(in[0], slices.Clone(dims)...)
+		return []backends.Op{o}, err
+	}
+	sos, err := replay(b.shadow, shadowOps(vs))
+	if err != nil {
+		return nil, err
+	}
+	so := sos[0]
+	if v, ok := b.byShadow[so]; ok {
+		return v, nil
+	}
+	out, err := b.shadow.OpShape(so)
+	if err != nil {
+		return nil, err
+	}
+	if b.backend.plain || out.Size() > smallReshape || vs[0].node.kind != kindCustom {
+		return b.addShadowNode(&node{kind: kindDelegate, opType: backends.OpTypeReshape, inputs: vs, replay: replay}, so)
+	}
+	exec := func(be *Backend, in []backends.Buffer, _ []bool) (backends.Buffer, int, error) {
+		src, err := be.BufferData(in[0])
+		if err != nil {
+			return nil, -1, err
+		}
+		buf, flat, err := be.NewSharedBuffer(0, out)
+		if err != nil {
+			return nil, -1, err
+		}
+		d, _ := rawBytes(flat)
+		s, _ := rawBytes(src)
+		copy(d, s)
+		return buf, -1, nil
+	}
+	return b.addShadowNode(&node{kind: kindCustom, opType: backends.OpTypeReshape, inputs: vs, exec: exec}, so)
+}

@@ -669,16 +669,6 @@ func (b *Builder) Rem(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
 	})
 }
 
-// Reshape implements backends.Builder by recording the op for the pure-Go backend.
-func (b *Builder) Reshape(x backends.Op, dimensions ...int) (backends.Op, error) {
-	dimensions = slices.Clone(dimensions)
-	var ins []backends.Op
-	ins = append(ins, x)
-	return b.record1(backends.OpTypeReshape, ins, func(sb backends.Builder, in []backends.Op) (backends.Op, error) {
-		return sb.Reshape(in[0], dimensions...)
-	})
-}
-
 // Reverse implements backends.Builder by recording the op for the pure-Go backend.
 func (b *Builder) Reverse(x backends.Op, axes ...int) (backends.Op, error) {
 	axes = slices.Clone(axes)
@@ -832,16 +822,5 @@ func (b *Builder) Tanh(x backends.Op) (backends.Op, error) {
 	ins = append(ins, x)
 	return b.record1(backends.OpTypeTanh, ins, func(sb backends.Builder, in []backends.Op) (backends.Op, error) {
 		return sb.Tanh(in[0])
-	})
-}
-
-// Where implements backends.Builder by recording the op for the pure-Go backend.
-func (b *Builder) Where(condition backends.Op, onTrue backends.Op, onFalse backends.Op) (backends.Op, error) {
-	var ins []backends.Op
-	ins = append(ins, condition)
-	ins = append(ins, onTrue)
-	ins = append(ins, onFalse)
-	return b.record1(backends.OpTypeWhere, ins, func(sb backends.Builder, in []backends.Op) (backends.Op, error) {
-		return sb.Where(in[0], in[1], in[2])
 	})
 }
