@@ -99,12 +99,11 @@ func EncodeF16(dst []uint16, src []float32) {
 	kernels.f32to16(dst, src)
 }
 
-// DecodeBF16 converts len(dst) bfloat16 values of src to float32.
+// DecodeBF16 converts len(dst) bfloat16 values of src to float32 (AVX2
+// when available).
 func DecodeBF16(dst []float32, src []uint16) {
-	src = src[:len(dst)]
-	for i, h := range src {
-		dst[i] = math.Float32frombits(uint32(h) << 16)
-	}
+	checkLen("src", len(src), len(dst))
+	kernels.bf16to32(dst, src)
 }
 
 // EncodeBF16 rounds len(dst) float32 values of src to bfloat16.

@@ -179,6 +179,24 @@ func TestBF16(t *testing.T) {
 	}
 }
 
+func TestDecodeBF16AllPatterns(t *testing.T) {
+	src := make([]uint16, 1<<16+3)
+	for i := range src {
+		src[i] = uint16(i)
+	}
+	for _, ks := range kernelSets() {
+		for _, n := range []int{0, 5, len(src)} {
+			dst := make([]float32, n)
+			ks.bf16to32(dst, src[:n])
+			for i := range n {
+				if want := math.Float32frombits(uint32(src[i]) << 16); math.Float32bits(dst[i]) != math.Float32bits(want) {
+					t.Fatalf("%s: %#04x -> %#08x, want %#08x", ks.name, src[i], math.Float32bits(dst[i]), math.Float32bits(want))
+				}
+			}
+		}
+	}
+}
+
 func TestDecodeU8(t *testing.T) {
 	for _, ks := range kernelSets() {
 		for _, n := range []int{0, 1, 7, 8, 9, 300} {
@@ -215,5 +233,27 @@ func BenchmarkDecodeF16(b *testing.B) {
 	b.SetBytes(int64(len(src) * 2))
 	for b.Loop() {
 		DecodeF16(dst, src)
+	}
+}
+
+func BenchmarkEncodeBF16(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	src := randVec(r, 1<<16)
+	dst := make([]uint16, len(src))
+	b.SetBytes(int64(len(src) * 4))
+	for b.Loop() {
+		EncodeBF16(dst, src)
+	}
+}
+
+func BenchmarkDecodeBF16(b *testing.B) {
+	src := make([]uint16, 1<<16)
+	for i := range src {
+		src[i] = uint16(i)
+	}
+	dst := make([]float32, len(src))
+	b.SetBytes(int64(len(src) * 2))
+	for b.Loop() {
+		DecodeBF16(dst, src)
 	}
 }

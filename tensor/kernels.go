@@ -1,6 +1,9 @@
 package tensor
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // kernelSet is one implementation of the inner loops: hand-written AVX2/FMA
 // assembly on amd64 CPUs that have it, portable Go everywhere. The set is
@@ -29,6 +32,8 @@ type kernelSet struct {
 	f16to32 func(dst []float32, src []uint16)
 	f32to16 func(dst []uint16, src []float32)
 	u8to32  func(dst []float32, src []uint8)
+	// bf16to32 widens bfloat16 bit patterns to float32 (exact).
+	bf16to32 func(dst []float32, src []uint16)
 }
 
 // goKernels is the portable implementation. It mirrors the assembly's
@@ -64,9 +69,10 @@ var goKernels = &kernelSet{
 			out[j] = dotU8Go(q, x[j*ldx:j*ldx+n])
 		}
 	},
-	f16to32: f16ToF32Go,
-	f32to16: f32ToF16Go,
-	u8to32:  u8ToF32Go,
+	f16to32:  f16ToF32Go,
+	f32to16:  f32ToF16Go,
+	u8to32:   u8ToF32Go,
+	bf16to32: bf16ToF32Go,
 }
 
 // kernels is the set the public functions use: assembly when the CPU
@@ -172,6 +178,13 @@ func f32ToF16Go(dst []uint16, src []float32) {
 	src = src[:len(dst)]
 	for i, f := range src {
 		dst[i] = F32ToF16(f)
+	}
+}
+
+func bf16ToF32Go(dst []float32, src []uint16) {
+	src = src[:len(dst)]
+	for i, h := range src {
+		dst[i] = math.Float32frombits(uint32(h) << 16)
 	}
 }
 

@@ -35,6 +35,9 @@ func f32ToF16AVX2(dst *uint16, src *float32, n int)
 //go:noescape
 func u8ToF32AVX2(dst *float32, src *uint8, n int)
 
+//go:noescape
+func bf16ToF32AVX2(dst *float32, src *uint16, n int)
+
 // hasF16C reports the F16C extension (CPUID.1:ECX bit 29), which
 // golang.org/x/sys/cpu does not expose.
 func hasF16C() bool {
@@ -62,6 +65,7 @@ func newAsmKernels() *kernelSet {
 		f16to32:  f16to32AVX2,
 		f32to16:  f32to16AVX2,
 		u8to32:   u8to32AVX2,
+		bf16to32: bf16to32AVX2,
 	}
 }
 
@@ -227,4 +231,17 @@ func u8to32AVX2(dst []float32, src []uint8) {
 		u8ToF32AVX2(&dst[0], &src[0], n8)
 	}
 	u8ToF32Go(dst[n8:], src[n8:])
+}
+
+func bf16to32AVX2(dst []float32, src []uint16) {
+	n := len(dst)
+	if n == 0 {
+		return
+	}
+	src = src[:n]
+	n8 := n &^ 7
+	if n8 > 0 {
+		bf16ToF32AVX2(&dst[0], &src[0], n8)
+	}
+	bf16ToF32Go(dst[n8:], src[n8:])
 }

@@ -406,3 +406,27 @@ loopU8ToF32:
 doneU8ToF32:
 	VZEROUPPER
 	RET
+
+// func bf16ToF32AVX2(dst *float32, src *uint16, n int)
+TEXT ·bf16ToF32AVX2(SB), NOSPLIT, $0-24
+	MOVQ  dst+0(FP), DI
+	MOVQ  src+8(FP), SI
+	MOVQ  n+16(FP), CX
+	SHLQ  $2, CX
+	XORQ  AX, AX
+	XORQ  R11, R11
+	TESTQ CX, CX
+	JEQ   doneBF16ToF32
+
+loopBF16ToF32:
+	VPMOVZXWD (SI)(R11*1), Y0
+	VPSLLD    $16, Y0, Y0
+	VMOVDQU   Y0, (DI)(AX*1)
+	ADDQ      $32, AX
+	ADDQ      $16, R11
+	CMPQ      AX, CX
+	JLT       loopBF16ToF32
+
+doneBF16ToF32:
+	VZEROUPPER
+	RET

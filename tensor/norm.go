@@ -34,31 +34,37 @@ func L2Normalize(x []float32, d int) {
 
 // Softmax replaces x by softmax(x)ᵢ = exp(xᵢ − m) / Σⱼ exp(xⱼ − m) with
 // m = maxⱼ xⱼ (the shift leaves the result unchanged and keeps exp from
-// overflowing). Sums are taken in float64. An empty x is left as is; −Inf
-// entries get probability 0.
+// overflowing). The exponentials are vek's AVX2 exp (relative error ≈ 1e−7)
+// of the shifted values clamped at −104, below which float32 exp is 0; the
+// sum is taken in float64. An empty x is left as is; −Inf entries get
+// probability 0; if every entry is −Inf the result is uniform.
 func Softmax(x []float32) {
 	if len(x) == 0 {
 		return
 	}
 	m := maxOf(x)
 	if math.IsInf(float64(m), -1) {
-		// Every entry is −Inf: the distribution is undefined; use uniform.
 		u := float32(1 / float64(len(x)))
 		for i := range x {
 			x[i] = u
 		}
 		return
 	}
+	sum := expShifted(x, m)
+	vek32.MulNumber_Inplace(x, float32(1/sum))
+}
+
+// expShifted replaces x by exp(max(x − m, −104)) and returns the float64
+// sum of the results.
+func expShifted(x []float32, m float32) float64 {
+	vek32.SubNumber_Inplace(x, m)
+	vek32.MaximumNumber_Inplace(x, -104)
+	vek32.Exp_Inplace(x)
 	var sum float64
-	for i, v := range x {
-		e := math.Exp(float64(v - m))
-		x[i] = float32(e)
-		sum += e
+	for _, v := range x {
+		sum += float64(v)
 	}
-	inv := 1 / sum
-	for i := range x {
-		x[i] = float32(float64(x[i]) * inv)
-	}
+	return sum
 }
 
 // LogSoftmax replaces x by log softmax(x)ᵢ = xᵢ − m − log Σⱼ exp(xⱼ − m).
@@ -75,8 +81,11 @@ func LogSoftmax(x []float32) {
 		return
 	}
 	var sum float64
-	for _, v := range x {
-		sum += math.Exp(float64(v - m))
+	const chunk = 4096
+	var buf [chunk]float32
+	for lo := 0; lo < len(x); lo += chunk {
+		b := buf[:copy(buf[:], x[lo:])]
+		sum += expShifted(b, m)
 	}
 	lse := float64(m) + math.Log(sum)
 	for i, v := range x {

@@ -98,3 +98,15 @@ func BenchmarkDotRowsU8(b *testing.B) {
 		ParallelFor(n, 0, 256, func(_, lo, hi int) { DotRowsU8(out[lo:hi], q, x[lo*d:]) })
 	}
 }
+
+func BenchmarkSQ8Encode(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	d := 768
+	x := randVec(r, 256*d)
+	sq, _ := TrainSQ8(x, d)
+	codes := make([]uint8, len(x))
+	b.SetBytes(int64(len(x) * 4))
+	for b.Loop() {
+		sq.Encode(codes, x)
+	}
+}
