@@ -310,7 +310,7 @@ func TestDemoCommand(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the walkthrough takes a few seconds; conformal's own tests cover its numbers")
 	}
-	out, err := conformalRun(t, "", "demo", "--seed", "3")
+	out, err := conformalRun(t, "", "demo", "--conformal-only", "--seed", "3")
 	if err != nil {
 		t.Fatal(err)
 	}
