@@ -46,11 +46,11 @@ func VekDotPeak(workers int, dur time.Duration) float64 {
 }
 
 // peakRun runs bursts in which every worker calls fn (flops operations
-// each) 32 times, repeated for about dur (at least 3 bursts), and returns
+// each) 8 times, repeated for about dur (at least 3 bursts), and returns
 // the best burst's total rate in GFLOP/s.
 func peakRun(workers int, dur time.Duration, flops float64, fn func()) float64 {
 	w := Workers(workers)
-	const calls = 32
+	const calls = 8
 	burst := func() float64 {
 		var wg sync.WaitGroup
 		t0 := time.Now()

@@ -228,10 +228,10 @@ func Run(opt Options) (*Report, error) {
 		bar.Add(1)
 	}
 
-	r.PeakFMA = tensor.FMAPeak(opt.Threads, opt.MinTime/2)
+	r.PeakFMA = tensor.FMAPeak(opt.Threads, opt.MinTime)
 	r.PeakFMA1 = tensor.FMAPeak(1, opt.MinTime/2)
 	step("FMA peak")
-	r.PeakVek = tensor.VekDotPeak(opt.Threads, opt.MinTime/2)
+	r.PeakVek = tensor.VekDotPeak(opt.Threads, opt.MinTime)
 	r.PeakVek1 = tensor.VekDotPeak(1, opt.MinTime/2)
 	step("vek peak")
 

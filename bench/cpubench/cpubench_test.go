@@ -308,3 +308,17 @@ func FuzzParsePeer(f *testing.F) {
 		}
 	})
 }
+
+func TestLimits(t *testing.T) {
+	for _, c := range []struct {
+		r        Report
+		fma, vek float64
+	}{
+		{Report{Threads: 2, PeakFMA: 100, PeakFMA1: 118, PeakVek: 110, PeakVek1: 50}, 236, 110},
+		{Report{Threads: 1, PeakFMA: 118, PeakFMA1: 117, PeakVek: 52, PeakVek1: 53}, 118, 53},
+	} {
+		if fma, vek := c.r.Limits(); fma != c.fma || vek != c.vek {
+			t.Fatalf("%+v: limits %v %v, want %v %v", c.r, fma, vek, c.fma, c.vek)
+		}
+	}
+}

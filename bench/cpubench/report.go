@@ -13,17 +13,20 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "Machine: %s; %d threads; %s; GEMM kernels %s; %s; load average %.2f before, %.2f after.\n\n",
 		r.CPU, r.Threads, r.GoVersion, r.Kernels, r.Date.Format("2006-01-02 15:04 MST"), r.LoadBefore, r.LoadAfter)
 
-	fmt.Fprintf(w, "| limit | %d threads | 1 thread |\n|---|---:|---:|\n", r.Threads)
-	fmt.Fprintf(w, "| FMA peak (independent FMAs in registers) | %s GFLOP/s | %s GFLOP/s |\n", num(r.PeakFMA, 1), num(r.PeakFMA1, 1))
-	fmt.Fprintf(w, "| tight vek FMA loop (vek32.Dot, L1-resident) | %s GFLOP/s | %s GFLOP/s |\n\n", num(r.PeakVek, 1), num(r.PeakVek1, 1))
+	// The limit of N threads is at least N times one core's: on a shared
+	// machine both cores are rarely free during a whole burst.
+	fma, vek := r.Limits()
+	fmt.Fprintf(w, "| limit (GFLOP/s) | 1 thread | %d threads, measured | %d threads, limit used |\n|---|---:|---:|---:|\n", r.Threads, r.Threads)
+	fmt.Fprintf(w, "| FMA peak (independent FMAs in registers) | %s | %s | %s |\n", num(r.PeakFMA1, 1), num(r.PeakFMA, 1), num(fma, 1))
+	fmt.Fprintf(w, "| tight vek FMA loop (vek32.Dot, L1-resident) | %s | %s | %s |\n\n", num(r.PeakVek1, 1), num(r.PeakVek, 1), num(vek, 1))
 
 	fmt.Fprintf(w, "| product | threads | GFLOP/s | of FMA peak | of vek loop |\n|---|---:|---:|---:|---:|\n")
 	for _, g := range r.GEMM {
-		peak, vek := r.PeakFMA, r.PeakVek
-		if g.Threads == 1 && r.Threads != 1 {
-			peak, vek = r.PeakFMA1, r.PeakVek1
+		peak, vl := fma, vek
+		if g.Threads == 1 {
+			peak, vl = r.PeakFMA1, r.PeakVek1
 		}
-		fmt.Fprintf(w, "| %s | %d | %s | %s | %s |\n", g.Name, g.Threads, num(g.GFLOPS, 1), pct(g.GFLOPS, peak), pct(g.GFLOPS, vek))
+		fmt.Fprintf(w, "| %s | %d | %s | %s | %s |\n", g.Name, g.Threads, num(g.GFLOPS, 1), pct(g.GFLOPS, peak), pct(g.GFLOPS, vl))
 	}
 	if len(r.Models) == 0 {
 		return
@@ -59,6 +62,14 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 			fmt.Fprintf(w, "\nPyTorch peer for %s not measured: %s\n", m.Name, m.PeerErr)
 		}
 	}
+}
+
+// Limits returns the FMA-peak and vek-loop limits of r.Threads threads:
+// the larger of the all-thread measurement and Threads times the one-thread
+// measurement.
+func (r *Report) Limits() (fma, vek float64) {
+	n := float64(r.Threads)
+	return max(r.PeakFMA, n*r.PeakFMA1), max(r.PeakVek, n*r.PeakVek1)
 }
 
 // ratio formats a/b as "1.23×", or "–" when either is missing.

@@ -1,7 +1,6 @@
 package cpubackend
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/gomlx/gomlx/backends"
@@ -43,5 +42,4 @@ func BenchmarkStepOverhead(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/200, "ns/op-node")
 		})
 	}
-	_ = fmt.Sprint
 }
