@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cas-engine/cas/internal/atomicfile"
+
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/cas-engine/cas/agent"
@@ -560,21 +562,4 @@ func WriteReport(dir string, rep *Report) error {
 }
 
 // writeAtomic writes data to path through a temporary file and a rename.
-func writeAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	_, werr := tmp.Write(data)
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), path)
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, werr)
-	}
-	return nil
-}
+func writeAtomic(path string, data []byte) error { return atomicfile.WriteFile(path, data) }

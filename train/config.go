@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cas-engine/cas/internal/atomicfile"
+
 	"gopkg.in/yaml.v3"
 
 	"github.com/cas-engine/cas/agent"
@@ -612,36 +614,11 @@ func (c *Config) learnerConfig(totalSteps int) LearnerConfig {
 	}
 }
 
-// writeFileAtomic writes b to path through a synced temporary file and a
-// rename.
+// writeFileAtomic writes b to path atomically and syncs its directory so the
+// rename is durable.
 func writeFileAtomic(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	name := tmp.Name()
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		os.Remove(name)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		os.Remove(name)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		os.Remove(name)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(name)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(name, path); err != nil {
-		os.Remove(name)
-		return fmt.Errorf("write %s: %w", path, err)
+	if err := atomicfile.WriteFile(path, b); err != nil {
+		return err
 	}
 	return syncDir(filepath.Dir(path))
 }

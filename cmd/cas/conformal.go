@@ -9,7 +9,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
+
+	"github.com/cas-engine/cas/internal/atomicfile"
 
 	"github.com/cas-engine/cas/conformal"
 	"github.com/spf13/cobra"
@@ -366,23 +367,5 @@ func writeOutput(cmd *cobra.Command, path string, data []byte) error {
 	return writeFileAtomic(path, data)
 }
 
-// writeFileAtomic writes data to a temporary file next to path and renames it
-// over path, so a reader never sees a half-written file.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	_, werr := tmp.Write(data)
-	perr := tmp.Chmod(0o644)
-	cerr := tmp.Close()
-	if err := errors.Join(werr, perr, cerr); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
+// writeFileAtomic writes data so a reader never sees a half-written file.
+func writeFileAtomic(path string, data []byte) error { return atomicfile.WriteFile(path, data) }

@@ -1,16 +1,15 @@
 package safetensors
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"sort"
+
+	"github.com/cas-engine/cas/internal/atomicfile"
 )
 
 // Tensor is one named tensor to write: Data holds the little-endian bytes of
@@ -151,46 +150,8 @@ func Write(path string, tensors []Tensor, metadata map[string]string) error {
 
 // WriteFileAtomic writes b to path through a synced temporary file in the same
 // directory and a rename.
-func WriteFileAtomic(path string, b []byte) error {
-	return WriteAtomic(path, func(w io.Writer) error {
-		_, err := w.Write(b)
-		return err
-	})
-}
+func WriteFileAtomic(path string, b []byte) error { return atomicfile.WriteFile(path, b) }
 
 // WriteAtomic runs fill on a buffered temporary file next to path, then syncs
 // it and renames it over path. On any error the temporary file is removed.
-func WriteAtomic(path string, fill func(io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	name := tmp.Name()
-	fail := func(err error) error {
-		tmp.Close()
-		os.Remove(name)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	bw := bufio.NewWriterSize(tmp, 1<<20)
-	if err := fill(bw); err != nil {
-		return fail(err)
-	}
-	if err := bw.Flush(); err != nil {
-		return fail(err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		return fail(err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fail(err)
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(name)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(name, path); err != nil {
-		os.Remove(name)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
+func WriteAtomic(path string, fill func(io.Writer) error) error { return atomicfile.Write(path, fill) }
