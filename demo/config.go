@@ -56,9 +56,9 @@ type WarmSettings struct {
 	MicroBatch int     `json:"micro_batch"`
 	LR         float64 `json:"lr"`
 	Warmup     int     `json:"warmup_steps"`
-	// Chunks splits the steps into resumable pieces: the policy is saved
-	// after each, so an interrupted warm start loses at most one chunk
-	// (AdamW's moments restart at each chunk).
+	// Chunks is the number of saves of the policy during the warm start
+	// (also made when interrupted): a resumed warm start continues from the
+	// last one, with fresh AdamW moments.
 	Chunks int `json:"chunks"`
 	// DirectPerAgent is the number of direct-answer examples (the
 	// no-retrieval baseline's prompt) per scripted agent example.
@@ -153,30 +153,38 @@ func defaultAPS() APSSettings {
 	return APSSettings{Alpha: 0.2, Temperature: 1, CalibCandidates: 20, Candidates: 5, MinDocs: 1, MaxDocs: 5, TopK: 3}
 }
 
-// QuickConfig is `cas demo --quick`: the small world, a short warm start
-// and a few GRPO steps per variant — the whole pipeline in about three
-// minutes on two cores, and the end-to-end test.
+// demoWorld is the world of both presets: the default encyclopedia (about
+// 2,800 passages, 3,000 training questions — enough distinct names that
+// the policy must learn to copy them rather than memorise them) with a
+// 2,000-token vocabulary, and the given evaluation splits.
+func demoWorld(seed uint64, apsCalib, aciCalib, test int) world.Config {
+	w := world.DefaultConfig(seed)
+	w.VocabSize = 2000
+	w.APSCalib, w.ACICalib, w.Test = apsCalib, aciCalib, test
+	return w
+}
+
+// QuickConfig is `cas demo --quick`: a short warm start and two GRPO steps
+// per variant — the whole pipeline in about three minutes on two cores,
+// and the end-to-end test.
 func QuickConfig(seed uint64) Config {
-	w := world.SmallConfig(seed)
 	return Config{
-		Preset: "quick", Seed: seed, World: w, Model: tinyModel(), APS: defaultAPS(),
-		Warm: WarmSettings{Steps: 60, Batch: 16, MicroBatch: 16, LR: 3e-3, Warmup: 6, Chunks: 2, DirectPerAgent: 0.25},
-		GRPO: GRPOSettings{Steps: 2, PromptsPerStep: 4, Group: 5, MicroBatch: 20, LR: 5e-5, KLCoef: 0.001, Temperature: 1,
+		Preset: "quick", Seed: seed, World: demoWorld(seed, 100, 60, 110), Model: tinyModel(), APS: defaultAPS(),
+		Warm: WarmSettings{Steps: 600, Batch: 16, MicroBatch: 16, LR: 5e-3, Warmup: 20, Chunks: 3, DirectPerAgent: 0.25},
+		GRPO: GRPOSettings{Steps: 2, PromptsPerStep: 4, Group: 5, MicroBatch: 20, LR: 1e-4, KLCoef: 0.001, Temperature: 1,
 			Rho: 0.25, Gamma: 0.005, Eta: 0.5, CheckpointEvery: 1},
 		Eval:     EvalSettings{Questions: 0, Batch: 64},
 		Variants: DemoVariants(),
 	}
 }
 
-// DefaultConfig is `make demo`: the default world, a warm start sized to
-// the budget and GRPO for each variant — about fifteen minutes on two
-// cores.
+// DefaultConfig is `make demo`: a warm start sized to the budget and GRPO
+// for each variant — about fifteen minutes on two cores.
 func DefaultConfig(seed uint64) Config {
-	w := world.DefaultConfig(seed)
 	return Config{
-		Preset: "default", Seed: seed, World: w, Model: tinyModel(), APS: defaultAPS(),
-		Warm: WarmSettings{Steps: 600, Batch: 32, MicroBatch: 16, LR: 3e-3, Warmup: 30, Chunks: 6, DirectPerAgent: 0.25},
-		GRPO: GRPOSettings{Steps: 12, PromptsPerStep: 8, Group: 5, MicroBatch: 20, LR: 5e-5, KLCoef: 0.001, Temperature: 1,
+		Preset: "default", Seed: seed, World: demoWorld(seed, 300, 150, 500), Model: tinyModel(), APS: defaultAPS(),
+		Warm: WarmSettings{Steps: 2400, Batch: 16, MicroBatch: 16, LR: 5e-3, Warmup: 30, Chunks: 12, DirectPerAgent: 0.25},
+		GRPO: GRPOSettings{Steps: 12, PromptsPerStep: 8, Group: 5, MicroBatch: 20, LR: 1e-4, KLCoef: 0.001, Temperature: 1,
 			Rho: 0.25, Gamma: 0.005, Eta: 0.5, CheckpointEvery: 4},
 		Eval:     EvalSettings{Questions: 200, Batch: 64},
 		Variants: DemoVariants(),

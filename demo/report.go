@@ -72,13 +72,13 @@ func Report(res *Result) string {
 	p("## APS on retrieval (stage 2)\n\n")
 	p("Calibrated on the hop queries of the aps_calib split with their exact gold passages (the scripted search of each hop), %d BM25 candidates per query, softmax temperature T = %g over BM25 scores, the finite-sample conformal quantile, k clamped to [%d, %d]. Evaluated on the test split's hop queries.\n\n",
 		c.APS.CalibCandidates, c.APS.Temperature, c.APS.MinDocs, c.APS.MaxDocs)
-	p("| α | q̂ | n calib | Test coverage (E ≤ q̂) | Bound 1−α−2σ | Gold in APS set (%d cand.) | Mean kept | Gold in top-%d | Gold in top-%d |\n",
+	p("| α | q̂ | n calib | Test coverage (gold in APS set) | P(E ≤ q̂) | Bound 1−α−2σ | Gold in APS set (%d cand.) | Mean kept | Gold in top-%d | Gold in top-%d |\n",
 		c.APS.Candidates, c.APS.TopK, c.APS.Candidates)
-	p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, k := range sortedKeys(res.APS) {
 		a := res.APS[k]
-		p("| %g | %.4g | %d | %.3f | %.3f | %.3f | %.2f | %.3f | %.3f |\n", a.Alpha, float64(a.QHat), a.N, a.TestCoverage, a.CoverageBound,
-			a.KeptCoverage, a.MeanKept, a.FixedCoverage, a.Retrieved)
+		p("| %g | %.4g | %d | %.3f | %.3f | %.3f | %.3f | %.2f | %.3f | %.3f |\n", a.Alpha, float64(a.QHat), a.N, a.TestCoverage, a.ScoreCoverage,
+			a.CoverageBound, a.KeptCoverage, a.MeanKept, a.FixedCoverage, a.Retrieved)
 	}
 	p("\n")
 

@@ -1,7 +1,10 @@
 package demo
 
 import (
+	"github.com/cas-engine/cas/model/qwen"
+	"github.com/cas-engine/cas/train"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -147,47 +150,6 @@ func TestPromptPieces(t *testing.T) {
 	}
 }
 
-func TestChunkPlan(t *testing.T) {
-	cases := []struct{ steps, chunks, short, long int }{
-		{240, 4, 600, 150}, {600, 8, 1000, 900}, {60, 2, 10, 0}, {60, 3, 0, 10}, {7, 7, 5, 5}, {100, 5, 1, 1000}, {10, 1, 5, 5},
-	}
-	for _, c := range cases {
-		plan := chunkPlan(c.steps, c.chunks, c.short, c.long)
-		if len(plan) != c.chunks {
-			t.Errorf("%+v: %d chunks", c, len(plan))
-			continue
-		}
-		total, perSet := 0, [2]int{}
-		for _, ch := range plan {
-			if ch.steps < 1 {
-				t.Errorf("%+v: empty chunk in %v", c, plan)
-			}
-			total += ch.steps
-			perSet[ch.set] += ch.steps
-		}
-		if total != c.steps {
-			t.Errorf("%+v: %d steps planned", c, total)
-		}
-		if c.short > 0 && plan[0].set != 0 {
-			t.Errorf("%+v: first chunk is long: %v", c, plan)
-		}
-		if (c.short == 0 && perSet[0] > 0) || (c.long == 0 && perSet[1] > 0) {
-			t.Errorf("%+v: steps on an empty set: %v", c, plan)
-		}
-		if c.short > 0 && c.long > 0 && c.chunks >= 2 {
-			if perSet[0] == 0 || perSet[1] == 0 {
-				t.Errorf("%+v: a set never trained: %v", c, plan)
-			}
-			if c.chunks >= 4 {
-				want := float64(c.long) / float64(c.short+c.long)
-				if got := float64(perSet[1]) / float64(total); math.Abs(got-want) > 0.2 {
-					t.Errorf("%+v: long share %.2f, want ≈ %.2f (%v)", c, got, want, plan)
-				}
-			}
-		}
-	}
-}
-
 func TestCoverageBound(t *testing.T) {
 	cases := []struct {
 		alpha float64
@@ -241,7 +203,7 @@ func TestCalibrateLevel(t *testing.T) {
 	if math.Abs(float64(rep.QHat)-c2) > 1e-9 {
 		t.Errorf("q̂ = %.6f, want c_2 = %.6f", float64(rep.QHat), c2)
 	}
-	if rep.TestCoverage != 0.9 || rep.Retrieved != 0.9 || rep.FixedCoverage != 0.9 || rep.KeptCoverage != 0.9 {
+	if rep.TestCoverage != 0.9 || rep.ScoreCoverage != 0.9 || rep.Retrieved != 0.9 || rep.FixedCoverage != 0.9 || rep.KeptCoverage != 0.9 {
 		t.Errorf("coverage %.3f, retrieved %.3f, fixed %.3f, kept %.3f; want 0.9 each", rep.TestCoverage, rep.Retrieved, rep.FixedCoverage, rep.KeptCoverage)
 	}
 	if rep.MeanKept != 2 || rep.Histogram[2] != 20 {
@@ -343,4 +305,72 @@ func variantNames(c Config) []string {
 		out = append(out, v.Name)
 	}
 	return out
+}
+
+// TestSFTMatchesWarmStart: the demo's supervised step computes the same
+// masked cross-entropy as train.WarmStart on the same batch, and lowers it.
+func TestSFTMatchesWarmStart(t *testing.T) {
+	be, err := NewBackend()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := ModelConfig{Hidden: 32, Layers: 1, Heads: 2, KVHeads: 1, HeadDim: 16, Intermediate: 64, MaxPositions: 256}
+	qc, err := mc.QwenConfig(300, 299)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	var ex []train.Trajectory
+	for range 6 {
+		p, r := 5+rng.IntN(20), 10+rng.IntN(60)
+		e := train.Trajectory{PromptLen: p}
+		for i := range p + r {
+			e.Tokens = append(e.Tokens, rng.IntN(299))
+			if i >= p {
+				e.LossMask = append(e.LossMask, rng.IntN(3) > 0)
+			}
+		}
+		ex = append(ex, e)
+	}
+	oc := train.OptimConfig{LR: 1e-2, Beta1: 0.9, Beta2: 0.98, Epsilon: 1e-8, MaxGradNorm: 1, SkipNonFinite: true}
+	m1, _ := qwen.NewRandom(qc, be, 5)
+	ws, err := train.WarmStart(m1, ex, train.WarmStartConfig{Optim: oc, Steps: 1, BatchSize: len(ex), Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2, _ := qwen.NewRandom(qc, be, 5)
+	s, err := newSFT(m2, oc, len(ex), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first, last float64
+	want := 0
+	for _, e := range ex {
+		want += e.PolicyTokens()
+	}
+	for i := range 30 {
+		loss, _, policy, err := s.step(ex, oc.LR)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if policy != want {
+			t.Fatalf("step %d: %d loss tokens, want %d", i, policy, want)
+		}
+		if i == 0 {
+			first = loss
+		}
+		last = loss
+	}
+	if math.Abs(first-ws.Losses[0]) > 1e-4*math.Abs(first) {
+		t.Errorf("cross-entropy %.6f, train.WarmStart %.6f", first, ws.Losses[0])
+	}
+	if !(last < first-1) {
+		t.Errorf("cross-entropy %.3f → %.3f after 30 steps on one batch", first, last)
+	}
+	if err := s.clear(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := train.LastGradNorm(m2.Context()); ok {
+		t.Error("optimiser state survived clear")
+	}
 }

@@ -2,12 +2,15 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/schollz/progressbar/v3"
 
 	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/conformal"
@@ -229,32 +232,43 @@ func (r *runner) warmExamples(ctx context.Context, d *worldData, qhat float64, r
 // warmDir is the warm-started policy's model folder.
 func (r *runner) warmDir() string { return filepath.Join(r.out, "warm") }
 
+// annealFrom is the fraction of the warm start after which the learning
+// rate drops to annealFactor of its peak.
+const (
+	annealFrom   = 0.8
+	annealFactor = 0.2
+)
+
 // warmStart is stage 3: a random tiny Qwen3 trained by supervised
-// cross-entropy on the scripted trajectories, in resumable chunks.
+// cross-entropy on the scripted trajectories (sft). The policy and the
+// progress are saved every Steps/Chunks steps and when the context is
+// cancelled, so an interrupted warm start resumes from its last save (with
+// fresh AdamW moments).
 func (r *runner) warmStart(ctx context.Context, d *worldData, aps APSReport) (*WarmReport, error) {
 	reportPath := filepath.Join(r.out, "warm_start.json")
 	partial := filepath.Join(r.out, "warm-partial")
 	var rep WarmReport
 	err := r.stage(ctx, "warm", func() error {
-		if err := readJSON(reportPath, &rep); err != nil || rep.ChunksDone == 0 {
+		w := r.cfg.Warm
+		if err := readJSON(reportPath, &rep); err != nil || rep.Steps == 0 {
+			rep = WarmReport{}
+		}
+		if rep.Steps >= w.Steps {
+			if _, err := os.Stat(filepath.Join(r.warmDir(), configFile)); err == nil {
+				return os.RemoveAll(partial) // finished; only the marker was missing
+			}
 			rep = WarmReport{}
 		}
 		examples, err := r.warmExamples(ctx, d, float64(aps.QHat), &rep)
 		if err != nil {
 			return err
 		}
-		if rep.ChunksDone >= r.cfg.Warm.Chunks {
-			if _, err := os.Stat(filepath.Join(r.warmDir(), configFile)); err == nil {
-				return os.RemoveAll(partial) // finished; only the marker was missing
-			}
-			rep = WarmReport{}
-		}
 		var policy *qwen.Model
-		if rep.ChunksDone > 0 {
+		if rep.Steps > 0 {
 			if policy, err = LoadModelFolder(partial, r.backend); err != nil {
 				return err
 			}
-			r.logf("stage 3: warm start resumed after chunk %d of %d", rep.ChunksDone, r.cfg.Warm.Chunks)
+			r.logf("stage 3: warm start resumed at step %d of %d", rep.Steps, w.Steps)
 		} else {
 			qc, err := r.cfg.Model.QwenConfig(d.tok.VocabSize(), d.eos)
 			if err != nil {
@@ -266,55 +280,68 @@ func (r *runner) warmStart(ctx context.Context, d *worldData, aps APSReport) (*W
 		}
 		rep.Parameters = policy.Config.NumParameters()
 		rep.Vocab = policy.Config.VocabSize
-		w := r.cfg.Warm
-		sets := splitByLength(examples, shortLen)
-		plan := chunkPlan(w.Steps, w.Chunks, len(sets[0]), len(sets[1]))
-		r.logf("stage 3: warm start of a %d-parameter Qwen3 on %d scripted + %d direct examples (%.0f tokens each, %.0f in the loss; %.2f docs per search, gold kept %.0f%%, %d dropped): %d steps of %d in %d chunks (%d examples ≤ %d tokens, %d longer)",
-			rep.Parameters, rep.AgentExamples, rep.DirectExamples, rep.MeanTokens, rep.MeanPolicyTokens,
-			rep.APSMeanKept, 100*rep.APSGoldCovered, rep.Dropped, w.Steps, w.Batch, len(plan), len(sets[0]), shortLen, len(sets[1]))
-		for c := rep.ChunksDone; c < len(plan); c++ {
+		r.logf("stage 3: warm start of a %d-parameter Qwen3 (vocabulary %d) on %d scripted + %d direct examples (%.0f tokens each: %.0f prompt, %.0f in the loss; %.2f docs per search, gold kept %.0f%%, %d dropped): %d steps of %d",
+			rep.Parameters, rep.Vocab, rep.AgentExamples, rep.DirectExamples, rep.MeanTokens, rep.PromptTokens, rep.MeanPolicyTokens,
+			rep.APSMeanKept, 100*rep.APSGoldCovered, rep.Dropped, w.Steps, w.Batch)
+		oc := train.OptimConfig{LR: w.LR, WarmupSteps: w.Warmup, TotalSteps: w.Steps, WeightDecay: 0.01,
+			Beta1: 0.9, Beta2: 0.98, Epsilon: 1e-8, MaxGradNorm: 1, SkipNonFinite: true}
+		s, err := newSFT(policy, oc, w.Batch, r.cfg.Seed+uint64(rep.Steps))
+		if err != nil {
+			return err
+		}
+		every := max(1, w.Steps/w.Chunks)
+		save := func() error {
+			dir := partial
+			if rep.Steps == w.Steps {
+				dir = r.warmDir()
+			}
+			if err := SaveModelFolder(dir, policy, d.tokPath); err != nil {
+				return err
+			}
+			return writeJSON(reportPath, rep)
+		}
+		var bar *progressbar.ProgressBar
+		if r.opts.Progress != nil {
+			bar = newBar(r.opts.Progress, w.Steps, "warm start")
+			_ = bar.Set(rep.Steps)
+		}
+		start, startStep, startTokens, baseSec := time.Now(), rep.Steps, rep.Tokens, rep.Seconds
+		for rep.Steps < w.Steps {
 			if err := ctx.Err(); err != nil {
+				if rep.Steps > startStep {
+					return errors.Join(err, save())
+				}
 				return err
 			}
-			ch := plan[c]
-			set := sets[ch.set]
-			warm := w.Warmup
-			if c > 0 {
-				warm = min(max(1, w.Warmup/4), ch.steps/4)
+			lr := w.LR
+			if float64(rep.Steps) >= annealFrom*float64(w.Steps) {
+				lr *= annealFactor
 			}
-			oc := train.OptimConfig{LR: w.LR * chunkLRFactor(c, len(plan)), WarmupSteps: warm, TotalSteps: ch.steps, WeightDecay: 0.01,
-				Beta1: 0.9, Beta2: 0.98, Epsilon: 1e-8, MaxGradNorm: 1, SkipNonFinite: true}
-			count := 0
-			for _, e := range set {
-				count += len(e.Tokens)
-			}
-			start := time.Now()
-			res, err := train.WarmStart(policy, set, train.WarmStartConfig{Optim: oc, Steps: ch.steps, BatchSize: w.Batch,
-				MicroBatch: w.MicroBatch, Seed: r.cfg.Seed + uint64(c)*7919, Progress: r.opts.Progress})
+			loss, tokens, pol, err := s.step(examples, lr)
 			if err != nil {
-				return err
+				return fmt.Errorf("warm start step %d: %w", rep.Steps+1, err)
 			}
+			rep.Steps++
+			rep.Losses = append(rep.Losses, loss)
+			rep.Tokens += tokens
+			rep.PolicyTokens += pol
 			sec := time.Since(start).Seconds()
-			tokens := float64(ch.steps*w.Batch) * float64(count) / float64(len(set))
-			rep.Seconds += sec
-			rep.Steps += ch.steps
-			rep.Losses = append(rep.Losses, res.Losses...)
-			rep.PolicyTokens += res.Tokens
-			rep.Tokens += int(tokens)
-			rep.ChunksDone = c + 1
-			rep.TokensPerSec = float64(rep.Tokens) / rep.Seconds
-			r.logf("  chunk %d/%d (%s): %d steps, lr %.2g, cross-entropy %.3f → %.3f, %.0f tokens/s", c+1, len(plan),
-				[]string{"short", "long"}[ch.set], ch.steps, oc.LR, res.Losses[0], res.Losses[len(res.Losses)-1], tokens/sec)
-			if c+1 < len(plan) {
-				if err := SaveModelFolder(partial, policy, d.tokPath); err != nil {
+			rep.Seconds = baseSec + sec
+			if bar != nil {
+				bar.Describe(fmt.Sprintf("warm start (CE %.3f, %.0f tok/s)", tail(rep.Losses, 10), float64(rep.Tokens-startTokens)/sec))
+				_ = bar.Add(1)
+			}
+			if rep.Steps%every == 0 || rep.Steps == w.Steps {
+				rep.TokensPerSec = float64(rep.Tokens) / max(rep.Seconds, 1e-9)
+				if err := save(); err != nil {
 					return err
 				}
-			} else if err := SaveModelFolder(r.warmDir(), policy, d.tokPath); err != nil {
-				return err
+				r.logf("  step %d/%d: cross-entropy %.3f (mean of the last 10), lr %.2g, %.0f tokens/s", rep.Steps, w.Steps, tail(rep.Losses, 10), lr,
+					float64(rep.Tokens-startTokens)/sec)
 			}
-			if err := writeJSON(reportPath, rep); err != nil {
-				return err
-			}
+		}
+		if err := s.clear(); err != nil {
+			return err
 		}
 		return os.RemoveAll(partial)
 	})
@@ -325,93 +352,4 @@ func (r *runner) warmStart(ctx context.Context, d *worldData, aps APSReport) (*W
 		return nil, err
 	}
 	return &rep, nil
-}
-
-// shortLen splits the examples into two length classes: the trainer pads
-// every micro-batch to a power-of-two length, so mixing a 300-token
-// example into a batch of 150-token ones doubles its cost.
-const shortLen = 256
-
-// splitByLength returns the examples of at most n tokens and the others.
-func splitByLength(ex []train.Trajectory, n int) [2][]train.Trajectory {
-	var out [2][]train.Trajectory
-	for _, e := range ex {
-		if len(e.Tokens) <= n {
-			out[0] = append(out[0], e)
-		} else {
-			out[1] = append(out[1], e)
-		}
-	}
-	return out
-}
-
-// chunk is one WarmStart call: steps on one length class.
-type chunk struct{ set, steps int }
-
-// chunkPlan spreads steps over chunks, each on one length class, the long
-// class getting a share of chunks and steps proportional to its examples
-// (so every example is seen about equally often). Long chunks are spaced
-// evenly between short ones; the first chunk is short (single-hop
-// questions teach the grammar and the copying first).
-func chunkPlan(steps, chunks, nShort, nLong int) []chunk {
-	if nShort == 0 || nLong == 0 || chunks < 2 {
-		set := 0
-		if nShort == 0 {
-			set = 1
-		}
-		out := make([]chunk, chunks)
-		for c := range out {
-			out[c] = chunk{set, steps*(c+1)/chunks - steps*c/chunks}
-		}
-		return out
-	}
-	frac := float64(nLong) / float64(nShort+nLong)
-	cl := min(chunks-1, max(1, int(math.Round(frac*float64(chunks)))))
-	sl := min(steps-(chunks-cl), max(cl, int(math.Round(frac*float64(steps)))))
-	isLong := make([]bool, chunks)
-	for i := range cl {
-		isLong[min(chunks-1, int(math.Round(float64(i+1)*float64(chunks)/float64(cl+1))))] = true
-	}
-	isLong[0] = false
-	// Rounding may have merged positions or hit chunk 0: fill from the end.
-	for n, c := countTrue(isLong), chunks-1; n < cl && c > 0; c-- {
-		if !isLong[c] {
-			isLong[c] = true
-			n++
-		}
-	}
-	out := make([]chunk, chunks)
-	var li, si int
-	for c := range chunks {
-		if isLong[c] {
-			out[c] = chunk{1, sl*(li+1)/cl - sl*li/cl}
-			li++
-		} else {
-			cs := chunks - cl
-			out[c] = chunk{0, (steps-sl)*(si+1)/cs - (steps-sl)*si/cs}
-			si++
-		}
-	}
-	return out
-}
-
-func countTrue(b []bool) int {
-	n := 0
-	for _, x := range b {
-		if x {
-			n++
-		}
-	}
-	return n
-}
-
-// chunkLRFactor decays the learning rate over the chunks along a cosine
-// evaluated at each chunk's middle, never below 0.1: piecewise-constant
-// annealing, which the chunked warm start gets for free.
-func chunkLRFactor(c, chunks int) float64 {
-	if chunks <= 1 {
-		return 1
-	}
-	f := 0.5 * (1 + math.Cos(math.Pi*(float64(c)+0.5)/float64(chunks)))
-	return max(0.1, f)
 }

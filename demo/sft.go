@@ -1,0 +1,200 @@
+package demo
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+
+	"github.com/cas-engine/cas/model/qwen"
+	"github.com/cas-engine/cas/train"
+)
+
+// sft is the demo's supervised trainer for the warm start: the same
+// objective as train.WarmStart,
+//
+//	L = −(1/N) Σ_{b,t} m_{b,t} · log π_θ(y_{b,t} | y_{b,<t}),   N = Σ m,
+//
+// over the tokens the policy writes (prompt and <information> tokens
+// masked out), with train.AdamW — but shaped for a tiny model on two
+// cores, where the vocabulary projection and padding dominate the cost:
+//
+//   - the next-token distribution is computed only at the N loss
+//     positions (a quarter of the tokens of a scripted trajectory): the
+//     final hidden states are gathered at those positions before the
+//     [N, V] projection, instead of projecting all B·T positions;
+//   - batches are drawn from length-sorted pools and padded to a multiple
+//     of 64 tokens, not to the next power of two;
+//   - one optimiser carries its moments across the whole warm start (the
+//     learning rate can still change between Run calls: SetLR).
+//
+// Each (T, N) shape compiles one graph; T and N are rounded up to limit
+// the shapes to a few dozen.
+type sft struct {
+	m     *qwen.Model
+	head  *context.Variable
+	cfg   train.OptimConfig
+	execs map[float64]*context.Exec
+	batch int
+	rng   *rand.Rand
+	order [][]int // batches of the current epoch
+	pos   int
+}
+
+// padLen rounds a sequence length up to a multiple of 64.
+func padLen(n int) int { return (n + 63) / 64 * 64 }
+
+// padN rounds a loss-token count up to a multiple of 256.
+func padN(n int) int { return max(256, (n+255)/256*256) }
+
+func newSFT(m *qwen.Model, cfg train.OptimConfig, batch int, seed uint64) (*sft, error) {
+	if batch < 1 {
+		return nil, fmt.Errorf("sft: batch %d < 1", batch)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	train.EnableFastDotGradient()
+	s := &sft{m: m, cfg: cfg, execs: map[float64]*context.Exec{}, batch: batch, rng: rand.New(rand.NewPCG(seed, 0x5f7))}
+	want := "lm_head.weight"
+	if m.Config.TieWordEmbeddings {
+		want = "model.embed_tokens.weight"
+	}
+	base := m.Context().Scope()
+	for v := range m.Context().IterVariables() {
+		if name, ok := qwen.HFName(base, v); ok && name == want {
+			s.head = v
+		}
+	}
+	if s.head == nil {
+		return nil, fmt.Errorf("sft: the policy has no %s", want)
+	}
+	return s, nil
+}
+
+// exec returns the training step at learning rate lr (the optimiser's
+// moments and step counter live in the policy's context, shared by every
+// learning rate).
+func (s *sft) exec(lr float64) (*context.Exec, error) {
+	if e, ok := s.execs[lr]; ok {
+		return e, nil
+	}
+	oc := s.cfg
+	oc.LR = lr
+	opt, err := train.NewAdamW(oc)
+	if err != nil {
+		return nil, err
+	}
+	c := s.m.Config
+	e, err := context.NewExec(s.m.Backend(), s.m.Context(), func(ctx *context.Context, ids, attn, pos, tgt, w *graph.Node) *graph.Node {
+		g := ids.Graph()
+		b, t := ids.Shape().Dimensions[0], ids.Shape().Dimensions[1]
+		head := s.head.ValueGraph(g)                         // [V, D]
+		hidden := qwen.HiddenStates(ctx, c, ids, attn)       // [B, T, D]
+		flat := graph.Reshape(hidden, b*t, c.HiddenSize)     // [B·T, D]
+		sel := graph.Gather(flat, graph.ExpandAxes(pos, -1)) // [N, D]: the states predicting the targets
+		logits := graph.DotGeneral(sel, []int{1}, nil, head, []int{1}, nil)
+		mx := graph.StopGradient(graph.ReduceAndKeep(logits, graph.ReduceMax, -1))
+		lse := graph.Add(graph.Log(graph.ReduceSum(graph.Exp(graph.Sub(logits, mx)), -1)), graph.Reshape(mx, -1))
+		rows := graph.Gather(head, graph.ExpandAxes(tgt, -1)) // [N, D]
+		target := graph.Einsum("nd,nd->n", sel, rows)
+		nll := graph.Mul(graph.Sub(lse, target), w)
+		loss := graph.Div(graph.ReduceAllSum(nll), graph.Max(graph.ReduceAllSum(w), graph.ScalarOne(g, dtypes.Float32)))
+		opt.UpdateGraph(ctx, g, loss)
+		return loss
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.execs[lr] = e
+	return e, nil
+}
+
+// epoch draws the batches of one pass: examples shuffled, cut into pools of
+// 16 batches, each pool sorted by length and cut into batches, the batches
+// shuffled.
+func (s *sft) epoch(ex []train.Trajectory) {
+	perm := s.rng.Perm(len(ex))
+	pool := 16 * s.batch
+	s.order = s.order[:0]
+	for off := 0; off+s.batch <= len(perm); off += pool {
+		p := slices.Clone(perm[off:min(off+pool, len(perm))])
+		slices.SortFunc(p, func(a, b int) int { return len(ex[a].Tokens) - len(ex[b].Tokens) })
+		for i := 0; i+s.batch <= len(p); i += s.batch {
+			s.order = append(s.order, p[i:i+s.batch])
+		}
+	}
+	s.rng.Shuffle(len(s.order), func(i, j int) { s.order[i], s.order[j] = s.order[j], s.order[i] })
+	s.pos = 0
+}
+
+// step takes one optimiser step at learning rate lr on the next batch and
+// returns its cross-entropy (before the update) and its token counts.
+func (s *sft) step(ex []train.Trajectory, lr float64) (loss float64, tokens, policy int, err error) {
+	if len(ex) < s.batch {
+		return 0, 0, 0, fmt.Errorf("sft: %d examples for a batch of %d", len(ex), s.batch)
+	}
+	if s.pos >= len(s.order) {
+		s.epoch(ex)
+	}
+	rows := s.order[s.pos]
+	s.pos++
+	longest, n := 0, 0
+	for _, i := range rows {
+		longest = max(longest, len(ex[i].Tokens))
+		n += ex[i].PolicyTokens()
+	}
+	t, np := padLen(longest), padN(n)
+	ids := make([]int32, s.batch*t)
+	attn := make([]int32, s.batch*t)
+	pos := make([]int32, np)
+	tgt := make([]int32, np)
+	w := make([]float32, np)
+	k := 0
+	for r, i := range rows {
+		e := &ex[i]
+		for j, id := range e.Tokens {
+			ids[r*t+j] = int32(id)
+			attn[r*t+j] = 1
+		}
+		for j, in := range e.LossMask {
+			if !in {
+				continue
+			}
+			at := e.PromptLen + j // the target's position; it is predicted from at−1
+			pos[k], tgt[k], w[k] = int32(r*t+at-1), int32(e.Tokens[at]), 1
+			k++
+		}
+		tokens += len(e.Tokens)
+	}
+	exec, err := s.exec(lr)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	out, err := exec.Exec(tensors.FromFlatDataAndDimensions(ids, s.batch, t), tensors.FromFlatDataAndDimensions(attn, s.batch, t),
+		tensors.FromFlatDataAndDimensions(pos, np), tensors.FromFlatDataAndDimensions(tgt, np), tensors.FromFlatDataAndDimensions(w, np))
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	loss = float64(tensors.ToScalar[float32](out[0]))
+	if math.IsNaN(loss) || math.IsInf(loss, 0) {
+		return loss, tokens, n, fmt.Errorf("sft: cross-entropy %v: %w", loss, train.ErrNonFinite)
+	}
+	return loss, tokens, n, nil
+}
+
+// clear deletes the optimiser's state, so that a GRPO learner built on the
+// policy afterwards starts its own.
+func (s *sft) clear() error {
+	opt, err := train.NewAdamW(s.cfg)
+	if err != nil {
+		return err
+	}
+	return errors.Join(opt.Clear(s.m.Context()))
+}
