@@ -60,6 +60,20 @@ type WarmSettings struct {
 	// (also made when interrupted): a resumed warm start continues from the
 	// last one, with fresh AdamW moments.
 	Chunks int `json:"chunks"`
+	// AnnealFrom is the fraction of the steps after which the learning
+	// rate drops to AnnealFactor of its peak (1: never).
+	AnnealFrom   float64 `json:"anneal_from"`
+	AnnealFactor float64 `json:"anneal_factor"`
+	// EnvWeight λ weighs the next-token loss on the tokens the policy
+	// does not write — the question and the retrieved passages — against 1
+	// for its own tokens (0: the plain warm-start objective). The tiny
+	// policy starts from random weights, where a real Qwen has been
+	// pretrained on text like the passages; λ > 0 is that pretraining
+	// folded into the warm start, and it makes the copying of names the
+	// agent needs appear sooner (held-out cross-entropy after 900 steps
+	// 0.64 with λ = 0.25 against 0.92 without, measured on the default
+	// world).
+	EnvWeight float64 `json:"env_weight"`
 	// DirectPerAgent is the number of direct-answer examples (the
 	// no-retrieval baseline's prompt) per scripted agent example.
 	DirectPerAgent float64 `json:"direct_per_agent"`
@@ -144,22 +158,34 @@ func AblationVariants() []Variant {
 }
 
 // tinyModel is the policy of both presets: the PyTorch prototype's shape
-// (2 layers, 64 wide), as a Qwen3 with grouped-query attention.
+// (2 layers, 64 wide) as a Qwen3 with four 16-wide heads. Every query head
+// has its own key/value head: measured on a copying task (repeat 10–19
+// random tokens), the loss of this model falls below 0.2 nats after ≈ 500
+// steps, against more than 800 with two key/value heads (grouped-query
+// attention, as the real Qwen3s use), and copying names from the question
+// and the passages is most of what the agent must learn. Two layers learn
+// it sooner than three or four.
 func tinyModel() ModelConfig {
-	return ModelConfig{Hidden: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, Intermediate: 192, MaxPositions: 1024}
+	return ModelConfig{Hidden: 64, Layers: 2, Heads: 4, KVHeads: 4, HeadDim: 16, Intermediate: 192, MaxPositions: 1024}
 }
 
 func defaultAPS() APSSettings {
 	return APSSettings{Alpha: 0.2, Temperature: 1, CalibCandidates: 20, Candidates: 5, MinDocs: 1, MaxDocs: 5, TopK: 3}
 }
 
-// demoWorld is the world of both presets: the default encyclopedia (about
-// 2,800 passages, 3,000 training questions — enough distinct names that
-// the policy must learn to copy them rather than memorise them) with a
-// 2,000-token vocabulary, and the given evaluation splits.
+// demoWorld is the world of both presets: the default encyclopedia scaled
+// up 2.5× (about 7,000 passages and 12,000 training questions) with a
+// 2,000-token vocabulary, and the given evaluation splits. A tiny policy
+// trained for thousands of steps memorises the facts of a small world's
+// training entities (train-rollout EM 0.7 against test EM 0.1 on the
+// default world); with enough distinct names it has to learn to copy them
+// from the question and the passages, which is what transfers to unseen
+// entities.
 func demoWorld(seed uint64, apsCalib, aciCalib, test int) world.Config {
 	w := world.DefaultConfig(seed)
+	w.Countries, w.Cities, w.People, w.Films, w.Companies, w.Bands, w.Books = 40, 400, 2250, 750, 500, 300, 550
 	w.VocabSize = 2000
+	w.Train = 12000
 	w.APSCalib, w.ACICalib, w.Test = apsCalib, aciCalib, test
 	return w
 }
@@ -170,7 +196,7 @@ func demoWorld(seed uint64, apsCalib, aciCalib, test int) world.Config {
 func QuickConfig(seed uint64) Config {
 	return Config{
 		Preset: "quick", Seed: seed, World: demoWorld(seed, 100, 60, 110), Model: tinyModel(), APS: defaultAPS(),
-		Warm: WarmSettings{Steps: 600, Batch: 16, MicroBatch: 16, LR: 5e-3, Warmup: 20, Chunks: 3, DirectPerAgent: 0.25},
+		Warm: WarmSettings{Steps: 1600, Batch: 16, MicroBatch: 16, LR: 3e-3, Warmup: 20, Chunks: 4, AnnealFrom: 0.85, AnnealFactor: 0.3, EnvWeight: 0.25, DirectPerAgent: 0.25},
 		GRPO: GRPOSettings{Steps: 2, PromptsPerStep: 4, Group: 5, MicroBatch: 20, LR: 1e-4, KLCoef: 0.001, Temperature: 1,
 			Rho: 0.25, Gamma: 0.005, Eta: 0.5, CheckpointEvery: 1},
 		Eval:     EvalSettings{Questions: 0, Batch: 64},
@@ -183,7 +209,7 @@ func QuickConfig(seed uint64) Config {
 func DefaultConfig(seed uint64) Config {
 	return Config{
 		Preset: "default", Seed: seed, World: demoWorld(seed, 300, 150, 500), Model: tinyModel(), APS: defaultAPS(),
-		Warm: WarmSettings{Steps: 2400, Batch: 16, MicroBatch: 16, LR: 5e-3, Warmup: 30, Chunks: 12, DirectPerAgent: 0.25},
+		Warm: WarmSettings{Steps: 2600, Batch: 16, MicroBatch: 16, LR: 3e-3, Warmup: 30, Chunks: 13, AnnealFrom: 0.85, AnnealFactor: 0.3, EnvWeight: 0.25, DirectPerAgent: 0.25},
 		GRPO: GRPOSettings{Steps: 12, PromptsPerStep: 8, Group: 5, MicroBatch: 20, LR: 1e-4, KLCoef: 0.001, Temperature: 1,
 			Rho: 0.25, Gamma: 0.005, Eta: 0.5, CheckpointEvery: 4},
 		Eval:     EvalSettings{Questions: 200, Batch: 64},
@@ -232,8 +258,11 @@ func (c Config) Validate() error {
 	if w.Steps < 1 || w.Batch < 1 || w.MicroBatch < 1 || w.Chunks < 1 || w.Chunks > w.Steps {
 		bad("warm start: want steps, batch, micro_batch >= 1 and 1 <= chunks <= steps (got %d, %d, %d, %d)", w.Steps, w.Batch, w.MicroBatch, w.Chunks)
 	}
-	if !(w.LR > 0) || w.Warmup < 0 || w.DirectPerAgent < 0 {
-		bad("warm start: lr %g must be > 0, warmup %d and direct_per_agent %g >= 0", w.LR, w.Warmup, w.DirectPerAgent)
+	if !(w.AnnealFrom > 0 && w.AnnealFrom <= 1) || !(w.AnnealFactor > 0 && w.AnnealFactor <= 1) {
+		bad("warm start: anneal_from %g and anneal_factor %g must lie in (0, 1]", w.AnnealFrom, w.AnnealFactor)
+	}
+	if !(w.LR > 0) || w.Warmup < 0 || w.DirectPerAgent < 0 || !(w.EnvWeight >= 0 && w.EnvWeight <= 1) {
+		bad("warm start: lr %g must be > 0, warmup %d and direct_per_agent %g >= 0, env_weight %g in [0, 1]", w.LR, w.Warmup, w.DirectPerAgent, w.EnvWeight)
 	}
 	g := c.GRPO
 	if g.Steps < 0 || g.PromptsPerStep < 1 || g.Group < 2 || g.MicroBatch < 1 || g.CheckpointEvery < 1 {

@@ -89,37 +89,52 @@ func (r *runner) runVariant(ctx context.Context, d *worldData, v Variant) error 
 	}
 	return r.stage(ctx, "grpo-"+v.Name, func() error {
 		dir := r.variantDir(v)
-		opts := train.RunOptions{Backend: r.backend, Retriever: d.retriever, Tokenizer: d.tok, Progress: r.opts.Progress, Log: r.opts.Log}
-		var t *train.Trainer
-		var err error
-		if _, statErr := os.Stat(filepath.Join(dir, train.RunConfigFile)); statErr == nil {
-			if _, ckErr := train.LatestCheckpoint(dir); ckErr == nil {
-				t, err = train.ResumeTrainer(dir, nil, opts)
-			} else if err = os.RemoveAll(dir); err == nil { // stopped before its first checkpoint
+		// The run goes in segments of CheckpointEvery steps, each a fresh
+		// trainer resumed from the last checkpoint: a qwen.Model compiles
+		// one generation graph per (batch, tokens, cache) shape and refuses
+		// a 33rd, which a policy sampling many steps of compacting rollouts
+		// reaches (after about 7 steps of 8 prompts × 5); fresh models also
+		// release the compiled graphs' memory.
+		opts := train.RunOptions{Backend: r.backend, Retriever: d.retriever, Tokenizer: d.tok, Progress: r.opts.Progress,
+			Log: r.opts.Log, StopAfter: r.cfg.GRPO.CheckpointEvery}
+		for {
+			var t *train.Trainer
+			var err error
+			if _, statErr := os.Stat(filepath.Join(dir, train.RunConfigFile)); statErr == nil {
+				if _, ckErr := train.LatestCheckpoint(dir); ckErr == nil {
+					t, err = train.ResumeTrainer(dir, nil, opts)
+				} else if err = os.RemoveAll(dir); err == nil { // stopped before its first checkpoint
+					t, err = train.NewTrainer(r.trainConfig(d, v), dir, opts)
+				}
+			} else {
+				if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+					return err
+				}
 				t, err = train.NewTrainer(r.trainConfig(d, v), dir, opts)
 			}
-		} else {
-			if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+			if err != nil {
+				return fmt.Errorf("variant %s: %w", v.Name, err)
+			}
+			if t.Step() >= t.Total() {
+				return nil
+			}
+			aps := fmt.Sprintf("APS α=%g", r.cfg.apsAlpha(v))
+			if !v.APS {
+				aps = fmt.Sprintf("fixed top-%d", r.cfg.APS.TopK)
+			}
+			r.logf("stage 4: GRPO %s (%s, ACI weights %v, ρ=%g): steps %d..%d of %d, %d prompts × %d", v.Name, aps, v.ACI,
+				r.cfg.rho(v), t.Step()+1, min(t.Total(), t.Step()+r.cfg.GRPO.CheckpointEvery), t.Total(), r.cfg.GRPO.PromptsPerStep, r.cfg.GRPO.Group)
+			before := t.Step()
+			if err := t.Run(ctx); err != nil {
 				return err
 			}
-			t, err = train.NewTrainer(r.trainConfig(d, v), dir, opts)
+			if t.Step() >= t.Total() {
+				return nil
+			}
+			if t.Step() == before {
+				return errors.New("the trainer made no progress")
+			}
 		}
-		if err != nil {
-			return fmt.Errorf("variant %s: %w", v.Name, err)
-		}
-		aps := fmt.Sprintf("APS α=%g", r.cfg.apsAlpha(v))
-		if !v.APS {
-			aps = fmt.Sprintf("fixed top-%d", r.cfg.APS.TopK)
-		}
-		r.logf("stage 4: GRPO %s (%s, ACI weights %v, ρ=%g): steps %d..%d of %d prompts × %d", v.Name, aps, v.ACI,
-			r.cfg.rho(v), t.Step()+1, t.Total(), r.cfg.GRPO.PromptsPerStep, r.cfg.GRPO.Group)
-		if err := t.Run(ctx); err != nil {
-			return err
-		}
-		if t.Step() < t.Total() {
-			return errors.New("the trainer stopped early")
-		}
-		return nil
 	})
 }
 

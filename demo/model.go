@@ -6,10 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
 
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/safetensors"
@@ -158,34 +156,4 @@ func copyFile(from, to string) error {
 		_, err := io.Copy(w, in)
 		return err
 	})
-}
-
-// newPolicy is the warm start's initial policy: qwen.NewRandom's seeded
-// weights (normal, std 0.02) with the per-head q/k RMSNorm weights of
-// Qwen3 set to qkNormInit instead of 1. With unit norm weights a head's
-// attention logits q·k/√h are bounded by √h (4 for 16-dim heads), too flat
-// for a tiny randomly initialised model to attend sharply to one earlier
-// token — the copying (of names from the question into the search, of
-// answers from the passages) the demo's agent must learn. A larger initial
-// scale is an attention temperature the training can still change.
-func newPolicy(qc *qwen.Config, b backends.Backend, seed uint64, qkNormInit float64) (*qwen.Model, error) {
-	m, err := qwen.NewRandom(qc, b, seed)
-	if err != nil {
-		return nil, err
-	}
-	base := m.Context().Scope()
-	for v := range m.Context().IterVariables() {
-		name, ok := qwen.HFName(base, v)
-		if !ok || !(strings.HasSuffix(name, ".self_attn.q_norm.weight") || strings.HasSuffix(name, ".self_attn.k_norm.weight")) {
-			continue
-		}
-		vals := make([]float32, v.Shape().Size())
-		for i := range vals {
-			vals[i] = float32(qkNormInit)
-		}
-		if err := v.SetValue(tensors.FromFlatDataAndDimensions(vals, v.Shape().Dimensions...)); err != nil {
-			return nil, fmt.Errorf("init %s: %w", name, err)
-		}
-	}
-	return m, nil
 }

@@ -88,9 +88,9 @@ func Report(res *Result) string {
 			c.Model.Layers, c.Model.Hidden, c.Model.Heads, c.Model.KVHeads, w.Parameters, w.Vocab, w.AgentExamples, w.APSMeanKept,
 			100*w.APSGoldCovered, w.Dropped, w.DirectExamples, w.MeanTokens, w.PromptTokens, w.MeanPolicyTokens)
 		if len(w.Losses) > 0 {
-			p("%d steps of %d examples, learning rate %g (cosine-annealed over %d chunks): cross-entropy %.3f → %.3f nats per policy token; %.2fM tokens processed (%.2fM supervised) in %s, %.0f tokens/s.\n\n",
-				w.Steps, c.Warm.Batch, c.Warm.LR, c.Warm.Chunks, w.Losses[0], tail(w.Losses, 10), float64(w.Tokens)/1e6, float64(w.PolicyTokens)/1e6,
-				fmtDuration(w.Seconds), w.TokensPerSec)
+			p("%d steps of %d examples (length-sorted batches, the next-token distribution computed only at the %.0f%% of positions in the loss), AdamW at learning rate %g after %d warm-up steps, ×%g for the last %.0f%%: cross-entropy %.3f → %.3f nats per policy token; %.2fM tokens processed (%.2fM supervised) in %s, %.0f tokens/s.\n\n",
+				w.Steps, c.Warm.Batch, 100*float64(w.PolicyTokens)/float64(max(1, w.Tokens)), c.Warm.LR, c.Warm.Warmup, c.Warm.AnnealFactor, 100*(1-c.Warm.AnnealFrom),
+				w.Losses[0], tail(w.Losses, 10), float64(w.Tokens)/1e6, float64(w.PolicyTokens)/1e6, fmtDuration(w.Seconds), w.TokensPerSec)
 		}
 	}
 

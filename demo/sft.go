@@ -35,7 +35,8 @@ import (
 //     learning rate can still change between Run calls: SetLR).
 //
 // Each (T, N) shape compiles one graph; T and N are rounded up to limit
-// the shapes to a few dozen.
+// the shapes to a few dozen (with the passages in the loss, N = B·T: one
+// graph per length).
 type sft struct {
 	m     *qwen.Model
 	head  *context.Variable
@@ -45,6 +46,10 @@ type sft struct {
 	rng   *rand.Rand
 	order [][]int // batches of the current epoch
 	pos   int
+	// envWeight λ weighs the next-token loss on the tokens the policy does
+	// not write (the question and the information blocks); 0 leaves them
+	// out, as train.WarmStart does.
+	envWeight float64
 }
 
 // padLen rounds a sequence length up to a multiple of 64.
@@ -92,7 +97,7 @@ func (s *sft) exec(lr float64) (*context.Exec, error) {
 		return nil, err
 	}
 	c := s.m.Config
-	e, err := context.NewExec(s.m.Backend(), s.m.Context(), func(ctx *context.Context, ids, attn, pos, tgt, w *graph.Node) *graph.Node {
+	e, err := context.NewExec(s.m.Backend(), s.m.Context(), func(ctx *context.Context, ids, attn, pos, tgt, w, pm *graph.Node) []*graph.Node {
 		g := ids.Graph()
 		b, t := ids.Shape().Dimensions[0], ids.Shape().Dimensions[1]
 		head := s.head.ValueGraph(g)                         // [V, D]
@@ -104,10 +109,12 @@ func (s *sft) exec(lr float64) (*context.Exec, error) {
 		lse := graph.Add(graph.Log(graph.ReduceSum(graph.Exp(graph.Sub(logits, mx)), -1)), graph.Reshape(mx, -1))
 		rows := graph.Gather(head, graph.ExpandAxes(tgt, -1)) // [N, D]
 		target := graph.Einsum("nd,nd->n", sel, rows)
-		nll := graph.Mul(graph.Sub(lse, target), w)
-		loss := graph.Div(graph.ReduceAllSum(nll), graph.Max(graph.ReduceAllSum(w), graph.ScalarOne(g, dtypes.Float32)))
+		nll := graph.Sub(lse, target)
+		one := graph.ScalarOne(g, dtypes.Float32)
+		loss := graph.Div(graph.ReduceAllSum(graph.Mul(nll, w)), graph.Max(graph.ReduceAllSum(w), one))
 		opt.UpdateGraph(ctx, g, loss)
-		return loss
+		policyCE := graph.Div(graph.ReduceAllSum(graph.Mul(graph.StopGradient(nll), pm)), graph.Max(graph.ReduceAllSum(pm), one))
+		return []*graph.Node{policyCE}
 	})
 	if err != nil {
 		return nil, err
@@ -145,17 +152,25 @@ func (s *sft) step(ex []train.Trajectory, lr float64) (loss float64, tokens, pol
 	}
 	rows := s.order[s.pos]
 	s.pos++
-	longest, n := 0, 0
+	longest, n, env := 0, 0, 0
 	for _, i := range rows {
 		longest = max(longest, len(ex[i].Tokens))
 		n += ex[i].PolicyTokens()
+		env += len(ex[i].Tokens) - 1 - ex[i].PolicyTokens()
+	}
+	if s.envWeight == 0 {
+		env = 0
 	}
 	t, np := padLen(longest), padN(n)
+	if env > 0 {
+		np = s.batch * t // every position can be in the loss: one graph per length
+	}
 	ids := make([]int32, s.batch*t)
 	attn := make([]int32, s.batch*t)
 	pos := make([]int32, np)
 	tgt := make([]int32, np)
 	w := make([]float32, np)
+	pm := make([]float32, np)
 	k := 0
 	for r, i := range rows {
 		e := &ex[i]
@@ -163,12 +178,15 @@ func (s *sft) step(ex []train.Trajectory, lr float64) (loss float64, tokens, pol
 			ids[r*t+j] = int32(id)
 			attn[r*t+j] = 1
 		}
-		for j, in := range e.LossMask {
-			if !in {
+		for at := 1; at < len(e.Tokens); at++ { // the target's position; it is predicted from at−1
+			policy := at >= e.PromptLen && e.LossMask[at-e.PromptLen]
+			if !policy && env == 0 {
 				continue
 			}
-			at := e.PromptLen + j // the target's position; it is predicted from at−1
-			pos[k], tgt[k], w[k] = int32(r*t+at-1), int32(e.Tokens[at]), 1
+			pos[k], tgt[k], w[k] = int32(r*t+at-1), int32(e.Tokens[at]), float32(s.envWeight)
+			if policy {
+				w[k], pm[k] = 1, 1
+			}
 			k++
 		}
 		tokens += len(e.Tokens)
@@ -178,7 +196,7 @@ func (s *sft) step(ex []train.Trajectory, lr float64) (loss float64, tokens, pol
 		return 0, 0, 0, err
 	}
 	out, err := exec.Exec(tensors.FromFlatDataAndDimensions(ids, s.batch, t), tensors.FromFlatDataAndDimensions(attn, s.batch, t),
-		tensors.FromFlatDataAndDimensions(pos, np), tensors.FromFlatDataAndDimensions(tgt, np), tensors.FromFlatDataAndDimensions(w, np))
+		tensors.FromFlatDataAndDimensions(pos, np), tensors.FromFlatDataAndDimensions(tgt, np), tensors.FromFlatDataAndDimensions(w, np), tensors.FromFlatDataAndDimensions(pm, np))
 	if err != nil {
 		return 0, 0, 0, err
 	}

@@ -373,4 +373,30 @@ func TestSFTMatchesWarmStart(t *testing.T) {
 	if _, ok := train.LastGradNorm(m2.Context()); ok {
 		t.Error("optimiser state survived clear")
 	}
+
+	// With the passages in the loss (λ > 0) the reported cross-entropy is
+	// still the policy tokens' (equal before the first update), and the
+	// update differs: the second step's cross-entropy changes.
+	second := map[float64]float64{}
+	for _, lambda := range []float64{0, 0.5} {
+		m, _ := qwen.NewRandom(qc, be, 5)
+		s, err := newSFT(m, oc, len(ex), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.envWeight = lambda
+		l0, _, _, err := s.step(ex, oc.LR)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(l0-ws.Losses[0]) > 1e-4*math.Abs(l0) {
+			t.Errorf("λ=%g: cross-entropy %.6f, train.WarmStart %.6f", lambda, l0, ws.Losses[0])
+		}
+		if second[lambda], _, _, err = s.step(ex, oc.LR); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if math.Abs(second[0]-second[0.5]) < 1e-4 {
+		t.Errorf("the passages' loss did not change the update: second-step cross-entropy %.6f with λ=0 and %.6f with λ=0.5", second[0], second[0.5])
+	}
 }

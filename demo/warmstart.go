@@ -232,13 +232,6 @@ func (r *runner) warmExamples(ctx context.Context, d *worldData, qhat float64, r
 // warmDir is the warm-started policy's model folder.
 func (r *runner) warmDir() string { return filepath.Join(r.out, "warm") }
 
-// annealFrom is the fraction of the warm start after which the learning
-// rate drops to annealFactor of its peak.
-const (
-	annealFrom   = 0.8
-	annealFactor = 0.2
-)
-
 // warmStart is stage 3: a random tiny Qwen3 trained by supervised
 // cross-entropy on the scripted trajectories (sft). The policy and the
 // progress are saved every Steps/Chunks steps and when the context is
@@ -289,6 +282,7 @@ func (r *runner) warmStart(ctx context.Context, d *worldData, aps APSReport) (*W
 		if err != nil {
 			return err
 		}
+		s.envWeight = w.EnvWeight
 		every := max(1, w.Steps/w.Chunks)
 		save := func() error {
 			dir := partial
@@ -314,8 +308,8 @@ func (r *runner) warmStart(ctx context.Context, d *worldData, aps APSReport) (*W
 				return err
 			}
 			lr := w.LR
-			if float64(rep.Steps) >= annealFrom*float64(w.Steps) {
-				lr *= annealFactor
+			if float64(rep.Steps) >= w.AnnealFrom*float64(w.Steps) {
+				lr *= w.AnnealFactor
 			}
 			loss, tokens, pol, err := s.step(examples, lr)
 			if err != nil {
