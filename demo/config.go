@@ -190,9 +190,14 @@ func demoWorld(seed uint64, apsCalib, aciCalib, test int) world.Config {
 	return w
 }
 
-// QuickConfig is `cas demo --quick`: a short warm start and two GRPO steps
-// per variant — the whole pipeline in about three minutes on two cores,
-// and the end-to-end test.
+// QuickConfig is `cas demo --quick`: the default world with a 1,600-step
+// warm start (≈ 6 minutes on two cores), two GRPO steps per variant and
+// 110 test questions — about 8 minutes in all, and the end-to-end test.
+// Issue 9 asks for 3 minutes; that is too short for this policy to learn
+// to read: its held-out loss drops sharply only after 900–1,400 warm-start
+// steps of 16 trajectories (first exact matches on unseen entities at
+// ≈ 1,000), and 1,600 leaves a margin for that spread (measured: EM 0.22
+// with search against 0.02 without).
 func QuickConfig(seed uint64) Config {
 	return Config{
 		Preset: "quick", Seed: seed, World: demoWorld(seed, 100, 60, 110), Model: tinyModel(), APS: defaultAPS(),

@@ -84,11 +84,11 @@ func Report(res *Result) string {
 
 	if w := res.Warm; w != nil {
 		p("## Supervised warm start (stage 3)\n\n")
-		p("A randomly initialised Qwen3 (%d layers, hidden %d, %d heads / %d KV heads, %d parameters, vocabulary %d) trained by cross-entropy on the tokens the policy writes (prompt and <information> blocks masked out): %d scripted trajectories (one search per hop, real APS-truncated BM25 results: %.2f docs per search, gold kept in %.0f%% of searches; %d trajectories dropped because a hop's retrieval missed the gold passage) and %d direct-answer examples (the no-retrieval baseline's prompt). Mean %.0f tokens per trajectory (%.0f prompt, %.0f in the loss).\n\n",
-			c.Model.Layers, c.Model.Hidden, c.Model.Heads, c.Model.KVHeads, w.Parameters, w.Vocab, w.AgentExamples, w.APSMeanKept,
+		p("A randomly initialised Qwen3 (%d layers, hidden %d, %d heads / %d KV heads, %d parameters, vocabulary %d) trained by cross-entropy on the tokens the policy writes, with the question and the <information> blocks in the loss at weight λ = %g (0: masked out, as in the paper's warm start; λ > 0 stands in for the pretraining a real Qwen has): %d scripted trajectories (one search per hop, real APS-truncated BM25 results: %.2f docs per search, gold kept in %.0f%% of searches; %d trajectories dropped because a hop's retrieval missed the gold passage) and %d direct-answer examples (the no-retrieval baseline's prompt). Mean %.0f tokens per trajectory (%.0f prompt, %.0f in the loss).\n\n",
+			c.Model.Layers, c.Model.Hidden, c.Model.Heads, c.Model.KVHeads, w.Parameters, w.Vocab, c.Warm.EnvWeight, w.AgentExamples, w.APSMeanKept,
 			100*w.APSGoldCovered, w.Dropped, w.DirectExamples, w.MeanTokens, w.PromptTokens, w.MeanPolicyTokens)
 		if len(w.Losses) > 0 {
-			p("%d steps of %d examples (length-sorted batches, the next-token distribution computed only at the %.0f%% of positions in the loss), AdamW at learning rate %g after %d warm-up steps, ×%g for the last %.0f%%: cross-entropy %.3f → %.3f nats per policy token; %.2fM tokens processed (%.2fM supervised) in %s, %.0f tokens/s.\n\n",
+			p("%d steps of %d examples (length-sorted batches; %.0f%% of the tokens are the policy's), AdamW at learning rate %g after %d warm-up steps, ×%g for the last %.0f%%: cross-entropy %.3f → %.3f nats per policy token; %.2fM tokens processed (%.2fM supervised) in %s, %.0f tokens/s.\n\n",
 				w.Steps, c.Warm.Batch, 100*float64(w.PolicyTokens)/float64(max(1, w.Tokens)), c.Warm.LR, c.Warm.Warmup, c.Warm.AnnealFactor, 100*(1-c.Warm.AnnealFrom),
 				w.Losses[0], tail(w.Losses, 10), float64(w.Tokens)/1e6, float64(w.PolicyTokens)/1e6, fmtDuration(w.Seconds), w.TokensPerSec)
 		}

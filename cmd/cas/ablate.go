@@ -17,6 +17,7 @@ func newAblateCmd() *cobra.Command {
 		worldSeed uint64
 		quick     bool
 		out       string
+		memLimit  int
 	)
 	cmd := &cobra.Command{
 		Use:   "ablate [--quick] [--seeds 1,2,3] [--out DIR]",
@@ -45,6 +46,7 @@ resumable run. Takes about seven GRPO runs per seed (--quick: minutes).`,
 					out = "runs/ablate-quick"
 				}
 			}
+			applyMemoryLimit(memLimit)
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			ab, err := demo.Ablate(ctx, cfg, list, out, demo.Options{Progress: os.Stderr, Log: cmd.ErrOrStderr()})
@@ -61,6 +63,7 @@ resumable run. Takes about seven GRPO runs per seed (--quick: minutes).`,
 	cmd.Flags().StringVar(&seeds, "seeds", "1,2,3", "training seeds: comma-separated, ranges allowed (1-3)")
 	cmd.Flags().Uint64Var(&worldSeed, "world-seed", 1, "seed of the world shared by every run")
 	cmd.Flags().BoolVar(&quick, "quick", false, "small world and few steps per run")
+	addMemoryLimitFlag(cmd, &memLimit)
 	cmd.Flags().StringVar(&out, "out", "", "output folder (default runs/ablate, or runs/ablate-quick with --quick)")
 	return cmd
 }
