@@ -11,7 +11,9 @@
 //  3. a randomly initialised tiny Qwen3 warm-started by supervised
 //     cross-entropy on scripted trajectories (one search per hop, with the
 //     real APS-truncated retrieval results in <information>), mixed with
-//     direct-answer examples for the no-retrieval baseline;
+//     direct-answer examples for the no-retrieval baseline; the question
+//     and passage tokens are in the loss at a small weight λ, a stand-in
+//     for the pretraining a real Qwen has (WarmSettings.EnvWeight);
 //  4. ACI's window bootstrapped with the warm-started policy's answer-span
 //     NLLs (Eq. 6), then GRPO with APS and ACI (Algorithm 1) for every
 //     variant: CAS, −ACI (ω ≡ 1), −APS (fixed top-3);

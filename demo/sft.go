@@ -16,27 +16,28 @@ import (
 	"github.com/cas-engine/cas/train"
 )
 
-// sft is the demo's supervised trainer for the warm start: the same
-// objective as train.WarmStart,
+// sft is the demo's supervised trainer for the warm start: with envWeight
+// λ = 0 the same objective as train.WarmStart,
 //
-//	L = −(1/N) Σ_{b,t} m_{b,t} · log π_θ(y_{b,t} | y_{b,<t}),   N = Σ m,
+//	L = −(1/W) Σ_{b,t} w_{b,t} · log π_θ(y_{b,t} | y_{b,<t}),   W = Σ w,
 //
-// over the tokens the policy writes (prompt and <information> tokens
-// masked out), with train.AdamW — but shaped for a tiny model on two
+// with w = 1 on the tokens the policy writes and w = λ on the others
+// (question and <information> tokens; λ = 0 masks them out as the paper's
+// warm start does), with train.AdamW — but shaped for a tiny model on two
 // cores, where the vocabulary projection and padding dominate the cost:
 //
-//   - the next-token distribution is computed only at the N loss
-//     positions (a quarter of the tokens of a scripted trajectory): the
-//     final hidden states are gathered at those positions before the
+//   - with λ = 0 the next-token distribution is computed only at the N
+//     loss positions (a quarter of the tokens of a scripted trajectory):
+//     the final hidden states are gathered at those positions before the
 //     [N, V] projection, instead of projecting all B·T positions;
 //   - batches are drawn from length-sorted pools and padded to a multiple
 //     of 64 tokens, not to the next power of two;
 //   - one optimiser carries its moments across the whole warm start (the
-//     learning rate can still change between Run calls: SetLR).
+//     learning rate can still change between steps).
 //
-// Each (T, N) shape compiles one graph; T and N are rounded up to limit
-// the shapes to a few dozen (with the passages in the loss, N = B·T: one
-// graph per length).
+// The reported cross-entropy is always the policy tokens' (w = 1). Each
+// (T, N) shape compiles one graph; T and N are rounded up to limit the
+// shapes to a few dozen (with λ > 0, N = B·T: one graph per length).
 type sft struct {
 	m     *qwen.Model
 	head  *context.Variable

@@ -71,9 +71,10 @@ func TestModelConfig(t *testing.T) {
 		len(qc.EOSTokenID) != 1 || qc.EOSTokenID[0] != 1999 || qc.Architectures[0] != "Qwen3ForCausalLM" {
 		t.Errorf("config %+v", qc)
 	}
-	// Tied 2003×64 embedding + 2 layers of (q 64×64, k,v 32×64, o 64×64,
-	// q/k norms 16 each, MLP 3×192×64, two norms 64) + final norm 64.
-	layer := 64*64 + 2*32*64 + 64*64 + 2*16 + 3*192*64 + 2*64
+	// Tied 2003×64 embedding + 2 layers of (q, k, v, o 64×64 — a key/value
+	// head per query head —, q/k norms 16 each, MLP 3×192×64, two norms 64)
+	// + final norm 64.
+	layer := 4*64*64 + 2*16 + 3*192*64 + 2*64
 	if want := int64(2003*64 + 2*layer + 64); qc.NumParameters() != want {
 		t.Errorf("%d parameters, want %d", qc.NumParameters(), want)
 	}
