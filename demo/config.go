@@ -214,7 +214,7 @@ func QuickConfig(seed uint64) Config {
 func DefaultConfig(seed uint64) Config {
 	return Config{
 		Preset: "default", Seed: seed, World: demoWorld(seed, 300, 150, 500), Model: tinyModel(), APS: defaultAPS(),
-		Warm: WarmSettings{Steps: 2600, Batch: 16, MicroBatch: 16, LR: 3e-3, Warmup: 30, Chunks: 13, AnnealFrom: 0.85, AnnealFactor: 0.3, EnvWeight: 0.25, DirectPerAgent: 0.25},
+		Warm: WarmSettings{Steps: 2400, Batch: 16, MicroBatch: 16, LR: 3e-3, Warmup: 30, Chunks: 12, AnnealFrom: 0.85, AnnealFactor: 0.3, EnvWeight: 0.25, DirectPerAgent: 0.25},
 		GRPO: GRPOSettings{Steps: 12, PromptsPerStep: 8, Group: 5, MicroBatch: 20, LR: 1e-4, KLCoef: 0.001, Temperature: 1,
 			Rho: 0.25, Gamma: 0.005, Eta: 0.5, CheckpointEvery: 4},
 		Eval:     EvalSettings{Questions: 200, Batch: 64},
