@@ -51,11 +51,10 @@ type APSSettings struct {
 // WarmSettings configure the supervised warm start on scripted
 // trajectories.
 type WarmSettings struct {
-	Steps      int     `json:"steps"`
-	Batch      int     `json:"batch"`
-	MicroBatch int     `json:"micro_batch"`
-	LR         float64 `json:"lr"`
-	Warmup     int     `json:"warmup_steps"`
+	Steps  int     `json:"steps"`
+	Batch  int     `json:"batch"`
+	LR     float64 `json:"lr"`
+	Warmup int     `json:"warmup_steps"`
 	// Chunks is the number of saves of the policy during the warm start
 	// (also made when interrupted): a resumed warm start continues from the
 	// last one, with fresh AdamW moments.
@@ -201,7 +200,7 @@ func demoWorld(seed uint64, apsCalib, aciCalib, test int) world.Config {
 func QuickConfig(seed uint64) Config {
 	return Config{
 		Preset: "quick", Seed: seed, World: demoWorld(seed, 100, 60, 110), Model: tinyModel(), APS: defaultAPS(),
-		Warm: WarmSettings{Steps: 1600, Batch: 16, MicroBatch: 16, LR: 3e-3, Warmup: 20, Chunks: 4, AnnealFrom: 0.85, AnnealFactor: 0.3, EnvWeight: 0.25, DirectPerAgent: 0.25},
+		Warm: WarmSettings{Steps: 1600, Batch: 16, LR: 3e-3, Warmup: 20, Chunks: 4, AnnealFrom: 0.85, AnnealFactor: 0.3, EnvWeight: 0.25, DirectPerAgent: 0.25},
 		GRPO: GRPOSettings{Steps: 2, PromptsPerStep: 4, Group: 5, MicroBatch: 20, LR: 1e-4, KLCoef: 0.001, Temperature: 1,
 			Rho: 0.25, Gamma: 0.005, Eta: 0.5, CheckpointEvery: 1},
 		Eval:     EvalSettings{Questions: 0, Batch: 64},
@@ -214,7 +213,7 @@ func QuickConfig(seed uint64) Config {
 func DefaultConfig(seed uint64) Config {
 	return Config{
 		Preset: "default", Seed: seed, World: demoWorld(seed, 300, 150, 500), Model: tinyModel(), APS: defaultAPS(),
-		Warm: WarmSettings{Steps: 2400, Batch: 16, MicroBatch: 16, LR: 3e-3, Warmup: 30, Chunks: 12, AnnealFrom: 0.85, AnnealFactor: 0.3, EnvWeight: 0.25, DirectPerAgent: 0.25},
+		Warm: WarmSettings{Steps: 2400, Batch: 16, LR: 3e-3, Warmup: 30, Chunks: 12, AnnealFrom: 0.85, AnnealFactor: 0.3, EnvWeight: 0.25, DirectPerAgent: 0.25},
 		GRPO: GRPOSettings{Steps: 12, PromptsPerStep: 8, Group: 5, MicroBatch: 20, LR: 1e-4, KLCoef: 0.001, Temperature: 1,
 			Rho: 0.25, Gamma: 0.005, Eta: 0.5, CheckpointEvery: 4},
 		Eval:     EvalSettings{Questions: 200, Batch: 64},
@@ -260,8 +259,8 @@ func (c Config) Validate() error {
 		bad("aps.topk %d outside [1, candidates %d]", a.TopK, a.Candidates)
 	}
 	w := c.Warm
-	if w.Steps < 1 || w.Batch < 1 || w.MicroBatch < 1 || w.Chunks < 1 || w.Chunks > w.Steps {
-		bad("warm start: want steps, batch, micro_batch >= 1 and 1 <= chunks <= steps (got %d, %d, %d, %d)", w.Steps, w.Batch, w.MicroBatch, w.Chunks)
+	if w.Steps < 1 || w.Batch < 1 || w.Chunks < 1 || w.Chunks > w.Steps {
+		bad("warm start: want steps, batch >= 1 and 1 <= chunks <= steps (got %d, %d, %d)", w.Steps, w.Batch, w.Chunks)
 	}
 	if !(w.AnnealFrom > 0 && w.AnnealFrom <= 1) || !(w.AnnealFactor > 0 && w.AnnealFactor <= 1) {
 		bad("warm start: anneal_from %g and anneal_factor %g must lie in (0, 1]", w.AnnealFrom, w.AnnealFactor)

@@ -43,9 +43,9 @@ func (c *cancelOn) Write(p []byte) (int, error) {
 // noise, APS coverage on the test split within two standard deviations of
 // 1 − α. A third invocation resumes every stage and changes nothing.
 func TestQuickDemo(t *testing.T) {
-	// The soft heap limit `cas demo` sets (see cmd/cas): without it the
-	// CPU backend's buffer pools hold several GB.
-	defer debug.SetMemoryLimit(debug.SetMemoryLimit(4 << 30))
+	// The soft heap limit `cas demo` sets: without it the CPU backend's
+	// buffer pools hold several GB.
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(DefaultMemoryLimitMiB << 20))
 	out := t.TempDir()
 	cfg := QuickConfig(1)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -40,7 +40,6 @@ type WarmReport struct {
 	PolicyTokens   int       `json:"policy_tokens"`
 	Seconds        float64   `json:"seconds"`
 	TokensPerSec   float64   `json:"tokens_per_s"`
-	ChunksDone     int       `json:"chunks_done"`
 	Parameters     int64     `json:"parameters"`
 	Vocab          int       `json:"vocab"`
 	PromptTokens   float64   `json:"prompt_tokens"`

@@ -83,17 +83,9 @@ func printDemoSummary(w io.Writer, res *demo.Result, out string) error {
 	return err
 }
 
-// defaultMemoryLimitMiB is the soft heap limit of demo and ablate. GoMLX's
-// CPU backend pools the intermediate buffers of every compiled graph shape
-// in sync.Pools; under Go's default pacing (GOGC=100) the pools of shapes
-// not in use survive from one collection to the next, and the resident set
-// of the demo reached 7 GB in the quick warm start and 17 GB in the default
-// run. With a soft limit the collector runs before the heap gets there and
-// drops them: 3.2 GB peak at 3 GiB, at the same training throughput.
-const defaultMemoryLimitMiB = 4096
-
+// addMemoryLimitFlag adds --memory-limit (see demo.DefaultMemoryLimitMiB).
 func addMemoryLimitFlag(cmd *cobra.Command, mib *int) {
-	cmd.Flags().IntVar(mib, "memory-limit", defaultMemoryLimitMiB,
+	cmd.Flags().IntVar(mib, "memory-limit", demo.DefaultMemoryLimitMiB,
 		"soft Go heap limit in MiB (runtime/debug.SetMemoryLimit; 0: none; the GOMEMLIMIT variable takes precedence)")
 }
 
