@@ -16,20 +16,27 @@ import (
 	"github.com/cas-engine/cas/train"
 )
 
-// sft is the demo's supervised trainer for the warm start: with envWeight
-// λ = 0 the same objective as train.WarmStart,
+// sft is the demo's supervised trainer for the warm start: the objective
 //
 //	L = −(1/W) Σ_{b,t} w_{b,t} · log π_θ(y_{b,t} | y_{b,<t}),   W = Σ w,
 //
 // with w = 1 on the tokens the policy writes and w = λ on the others
 // (question and <information> tokens; λ = 0 masks them out as the paper's
-// warm start does), with train.AdamW — but shaped for a tiny model on two
-// cores, where the vocabulary projection and padding dominate the cost:
+// warm start does, and is then train.WarmStart's objective), with
+// train.AdamW — but shaped for a tiny model on two cores, where the
+// vocabulary projection and padding dominate the cost:
 //
-//   - with λ = 0 the next-token distribution is computed only at the N
-//     loss positions (a quarter of the tokens of a scripted trajectory):
-//     the final hidden states are gathered at those positions before the
-//     [N, V] projection, instead of projecting all B·T positions;
+//   - the next-token distribution is computed only at the N positions in
+//     the loss: the final hidden states are gathered at those positions
+//     before the [N, V] projection, instead of projecting all B·T;
+//   - the λ-weighted environment term is estimated by sampling: each step
+//     puts k = round(λ·E) of its E environment tokens, drawn uniformly
+//     without replacement, in the loss at weight 1. Every environment
+//     token is in with probability ≈ λ, so the expected numerator is the
+//     λ-weighted one, and W = P + k is the exact P + λ·E (P policy
+//     tokens) up to rounding; the [N, V] projection and its gradient then
+//     cost P + λ·E rows instead of P + E (at λ = 0.25, a scripted
+//     trajectory's N is about 45% of its tokens);
 //   - batches are drawn from length-sorted pools and padded to a multiple
 //     of 64 tokens, not to the next power of two;
 //   - one optimiser carries its moments across the whole warm start (the
@@ -37,7 +44,8 @@ import (
 //
 // The reported cross-entropy is always the policy tokens' (w = 1). Each
 // (T, N) shape compiles one graph; T and N are rounded up to limit the
-// shapes to a few dozen (with λ > 0, N = B·T: one graph per length).
+// shapes to a few dozen (N to 256 tokens, or with λ > 0 to an eighth of
+// B·T).
 type sft struct {
 	m     *qwen.Model
 	head  *context.Variable
@@ -48,8 +56,9 @@ type sft struct {
 	order [][]int // batches of the current epoch
 	pos   int
 	// envWeight λ weighs the next-token loss on the tokens the policy does
-	// not write (the question and the information blocks); 0 leaves them
-	// out, as train.WarmStart does.
+	// not write (the question and the information blocks), estimated by
+	// sampling a fraction λ of them each step; 0 leaves them out, as
+	// train.WarmStart does.
 	envWeight float64
 }
 
@@ -120,6 +129,9 @@ func (s *sft) exec(lr float64) (*context.Exec, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Lengths in 64-token steps times a few N per length exceed GoMLX's
+	// default cache of 32 graphs, and an evicted shape is compiled again.
+	e.SetMaxCache(96)
 	s.execs[lr] = e
 	return e, nil
 }
@@ -159,12 +171,21 @@ func (s *sft) step(ex []train.Trajectory, lr float64) (loss float64, tokens, pol
 		n += ex[i].PolicyTokens()
 		env += len(ex[i].Tokens) - 1 - ex[i].PolicyTokens()
 	}
-	if s.envWeight == 0 {
-		env = 0
+	t := padLen(longest)
+	// The environment tokens in this step's loss: k = round(λ·E) of the E,
+	// drawn uniformly without replacement (sampled[j] for the j-th one in
+	// row order).
+	k := int(math.Round(s.envWeight * float64(env)))
+	sampled := make([]bool, env)
+	if k > 0 {
+		for _, at := range s.rng.Perm(env)[:k] {
+			sampled[at] = true
+		}
 	}
-	t, np := padLen(longest), padN(n)
-	if env > 0 {
-		np = s.batch * t // every position can be in the loss: one graph per length
+	np := padN(n + k)
+	if k > 0 { // fewer shapes: N in eighths of the padded batch
+		eighth := s.batch * t / 8
+		np = max(np, (n+k+eighth-1)/eighth*eighth)
 	}
 	ids := make([]int32, s.batch*t)
 	attn := make([]int32, s.batch*t)
@@ -172,23 +193,26 @@ func (s *sft) step(ex []train.Trajectory, lr float64) (loss float64, tokens, pol
 	tgt := make([]int32, np)
 	w := make([]float32, np)
 	pm := make([]float32, np)
-	k := 0
+	c, j := 0, 0
 	for r, i := range rows {
 		e := &ex[i]
-		for j, id := range e.Tokens {
-			ids[r*t+j] = int32(id)
-			attn[r*t+j] = 1
+		for jj, id := range e.Tokens {
+			ids[r*t+jj] = int32(id)
+			attn[r*t+jj] = 1
 		}
 		for at := 1; at < len(e.Tokens); at++ { // the target's position; it is predicted from at−1
 			policy := at >= e.PromptLen && e.LossMask[at-e.PromptLen]
-			if !policy && env == 0 {
-				continue
+			if !policy {
+				j++
+				if !sampled[j-1] {
+					continue
+				}
 			}
-			pos[k], tgt[k], w[k] = int32(r*t+at-1), int32(e.Tokens[at]), float32(s.envWeight)
+			pos[c], tgt[c], w[c] = int32(r*t+at-1), int32(e.Tokens[at]), 1
 			if policy {
-				w[k], pm[k] = 1, 1
+				pm[c] = 1
 			}
-			k++
+			c++
 		}
 		tokens += len(e.Tokens)
 	}

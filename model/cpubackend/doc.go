@@ -9,7 +9,8 @@
 //     package tensor (operands read in place through strides);
 //   - ReduceSum of a broadcasting Mul, the form GoMLX v0.26 gives the
 //     gradient of DotGeneral, rewritten into a DotGeneral (see ReduceSum);
-//   - float32 Add, Sub, Mul, Div (with size-1 broadcasting), Exp, Logistic,
+//   - float32 Add, Sub, Mul, Div (with size-1 broadcasting; vek's AVX2
+//     kernels for Add, Sub and Mul, AVX-512 VDIVPS for Div), Exp, Logistic,
 //     Neg, Sqrt, Rsqrt, ReduceSum and ReduceMax over contiguous axes, and
 //     Transpose and BroadcastInDim of any dtype;
 //   - DynamicSlice, DynamicUpdateSlice (in place when the operand is not

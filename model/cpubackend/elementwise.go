@@ -7,6 +7,7 @@ import (
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/viterin/vek/vek32"
 
 	"github.com/cas-engine/cas/tensor"
 )
@@ -77,7 +78,9 @@ func f32Data(be *Backend, buf backends.Buffer) ([]float32, error) {
 
 // binaryKernel is one arithmetic op over runs: vv (both operands vary
 // along the run), vs (rhs constant along it) and sv (lhs constant). dst
-// may be exactly a or b.
+// may be exactly a or b. Add, Sub and Mul run vv and vs on vek's SIMD
+// kernels, which reject overlapping slices: an aliased destination takes
+// the in-place form.
 type binaryKernel struct {
 	vv func(dst, a, b []float32)
 	vs func(dst, a []float32, s float32)
@@ -87,15 +90,23 @@ type binaryKernel struct {
 var binaryKernels = map[backends.OpType]binaryKernel{
 	backends.OpTypeAdd: {
 		vv: func(d, a, b []float32) {
-			a, b = a[:len(d)], b[:len(d)]
-			for i := range d {
-				d[i] = a[i] + b[i]
+			switch a, b = a[:len(d)], b[:len(d)]; {
+			case len(d) == 0:
+			case &d[0] == &a[0]:
+				vek32.Add_Inplace(d, b)
+			case &d[0] == &b[0]:
+				vek32.Add_Inplace(d, a[:len(d)])
+			default:
+				vek32.Add_Into(d, a, b)
 			}
 		},
 		vs: func(d, a []float32, s float32) {
-			a = a[:len(d)]
-			for i := range d {
-				d[i] = a[i] + s
+			switch a = a[:len(d)]; {
+			case len(d) == 0:
+			case &d[0] == &a[0]:
+				vek32.AddNumber_Inplace(d, s)
+			default:
+				vek32.AddNumber_Into(d, a, s)
 			}
 		},
 		sv: func(d []float32, s float32, b []float32) {
@@ -107,15 +118,26 @@ var binaryKernels = map[backends.OpType]binaryKernel{
 	},
 	backends.OpTypeSub: {
 		vv: func(d, a, b []float32) {
-			a, b = a[:len(d)], b[:len(d)]
-			for i := range d {
-				d[i] = a[i] - b[i]
+			switch a, b = a[:len(d)], b[:len(d)]; {
+			case len(d) == 0:
+			case &d[0] == &a[0]:
+				vek32.Sub_Inplace(d, b)
+			case &d[0] == &b[0]:
+				a = a[:len(d)]
+				for i := range d {
+					d[i] = a[i] - d[i]
+				}
+			default:
+				vek32.Sub_Into(d, a, b)
 			}
 		},
 		vs: func(d, a []float32, s float32) {
-			a = a[:len(d)]
-			for i := range d {
-				d[i] = a[i] - s
+			switch a = a[:len(d)]; {
+			case len(d) == 0:
+			case &d[0] == &a[0]:
+				vek32.SubNumber_Inplace(d, s)
+			default:
+				vek32.SubNumber_Into(d, a, s)
 			}
 		},
 		sv: func(d []float32, s float32, b []float32) {
@@ -127,15 +149,23 @@ var binaryKernels = map[backends.OpType]binaryKernel{
 	},
 	backends.OpTypeMul: {
 		vv: func(d, a, b []float32) {
-			a, b = a[:len(d)], b[:len(d)]
-			for i := range d {
-				d[i] = a[i] * b[i]
+			switch a, b = a[:len(d)], b[:len(d)]; {
+			case len(d) == 0:
+			case &d[0] == &a[0]:
+				vek32.Mul_Inplace(d, b)
+			case &d[0] == &b[0]:
+				vek32.Mul_Inplace(d, a[:len(d)])
+			default:
+				vek32.Mul_Into(d, a, b)
 			}
 		},
 		vs: func(d, a []float32, s float32) {
-			a = a[:len(d)]
-			for i := range d {
-				d[i] = a[i] * s
+			switch a = a[:len(d)]; {
+			case len(d) == 0:
+			case &d[0] == &a[0]:
+				vek32.MulNumber_Inplace(d, s)
+			default:
+				vek32.MulNumber_Into(d, a, s)
 			}
 		},
 		sv: func(d []float32, s float32, b []float32) {
@@ -146,18 +176,8 @@ var binaryKernels = map[backends.OpType]binaryKernel{
 		},
 	},
 	backends.OpTypeDiv: {
-		vv: func(d, a, b []float32) {
-			a, b = a[:len(d)], b[:len(d)]
-			for i := range d {
-				d[i] = a[i] / b[i]
-			}
-		},
-		vs: func(d, a []float32, s float32) {
-			a = a[:len(d)]
-			for i := range d {
-				d[i] = a[i] / s
-			}
-		},
+		vv: divVV, // AVX-512 VDIVPS: vek's kernels multiply by an approximate reciprocal
+		vs: divVS,
 		sv: func(d []float32, s float32, b []float32) {
 			b = b[:len(d)]
 			for i := range d {
@@ -631,13 +651,28 @@ func sumRun(x []float32) float32 {
 	return t
 }
 
-// maxRun is the largest element (NaN if any is NaN, −Inf if x is empty).
+// maxRun is the largest element (NaN if any is NaN, −Inf if x is empty),
+// with eight independent running maxima.
 func maxRun(x []float32) float32 {
-	m := float32(math.Inf(-1))
-	for _, v := range x {
-		m = max(m, v)
+	inf := float32(math.Inf(-1))
+	m := [8]float32{inf, inf, inf, inf, inf, inf, inf, inf}
+	n8 := len(x) &^ 7
+	for i := 0; i < n8; i += 8 {
+		c := x[i : i+8 : i+8]
+		m[0] = max(m[0], c[0])
+		m[1] = max(m[1], c[1])
+		m[2] = max(m[2], c[2])
+		m[3] = max(m[3], c[3])
+		m[4] = max(m[4], c[4])
+		m[5] = max(m[5], c[5])
+		m[6] = max(m[6], c[6])
+		m[7] = max(m[7], c[7])
 	}
-	return m
+	t := max(max(m[0], m[4]), max(m[2], m[6]), max(m[1], m[5]), max(m[3], m[7]))
+	for _, v := range x[n8:] {
+		t = max(t, v)
+	}
+	return t
 }
 
 // ReduceMax implements backends.Builder.

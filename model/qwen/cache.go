@@ -3,6 +3,7 @@ package qwen
 import (
 	"fmt"
 
+	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
@@ -24,18 +25,28 @@ import (
 
 // writeSlots returns cache with slots start … start+T−1 along slotAxis
 // replaced by upd, which is shaped like cache except that slotAxis has T
-// entries. Slots at or beyond S are dropped.
+// entries; start + T ≤ S is the caller's to ensure (Session.reserve grows
+// the cache before each step).
 //
-// It stands in for DynamicUpdateSlice, which GoMLX's pure-Go backend lacks:
-// for T = 1 the new entry is broadcast over the slot axis and selected with
-// Where(slot == start); for T > 1 it is spread onto the slots by a one-hot
-// [T, S] contraction (exact: each output sums one product with 1 and zeros).
+// On a backend with DynamicUpdateSlice (gocpu, which updates in place, and
+// XLA) it is that op. GoMLX's pure-Go backend lacks it: there, for T = 1 the new entry
+// is broadcast over the slot axis and selected with Where(slot == start),
+// and for T > 1 it is spread onto the slots by a one-hot [T, S]
+// contraction (exact: each output sums one product with 1 and zeros).
 func writeSlots(cache, upd, start *graph.Node, slotAxis int) *graph.Node {
 	g := cache.Graph()
 	dims := cache.Shape().Dimensions
 	s := dims[slotAxis]
 	t := upd.Shape().Dimensions[slotAxis]
 	start = graph.ConvertDType(start, dtypes.Int32)
+	if g.Backend().Capabilities().Operations[backends.OpTypeDynamicUpdateSlice] && t <= s {
+		at := make([]*graph.Node, len(dims))
+		for i := range at {
+			at[i] = graph.ScalarZero(g, dtypes.Int32)
+		}
+		at[slotAxis] = start
+		return graph.DynamicUpdateSlice(cache, upd, at)
+	}
 	slots := graph.Iota(g, shapes.Make(dtypes.Int32, s), 0)                                     // [S]
 	end := graph.AddScalar(start, t)                                                            // start + T
 	written := graph.LogicalAnd(graph.GreaterOrEqual(slots, start), graph.LessThan(slots, end)) // [S]
@@ -99,12 +110,16 @@ func stepGraph(ctx *context.Context, c *Config, in []*graph.Node) []*graph.Node 
 		graph.BroadcastToDims(graph.ExpandAxes(causal, 0), b, t, s),
 		graph.BroadcastToDims(graph.ExpandAxes(keyValid, 1), b, t, s)) // [B, T, S]
 
+	var bias *graph.Node // built at the first layer, in the activations' dtype
 	out := make([]*graph.Node, 1+len(caches))
 	x := decoder(c, w, ids, pos, func(l int, q, k, v *graph.Node) *graph.Node {
 		keys := writeSlots(caches[2*l], graph.TransposeAllAxes(k, 0, 2, 1, 3), start, 2)     // [B, k, S, h]
 		values := writeSlots(caches[2*l+1], graph.TransposeAllAxes(v, 0, 2, 3, 1), start, 3) // [B, k, h, S]
 		out[1+2*l], out[2+2*l] = keys, values
-		return attend(c, q, keys, values, allowed)
+		if bias == nil {
+			bias = maskBias(allowed, q.DType())
+		}
+		return attend(c, q, keys, values, bias)
 	}) // [B, T, D]
 	picked := graph.Einsum("btd,bt->bd", x, graph.OneHot(last, t, x.DType())) // [B, D]
 	out[0] = linear(picked, w.lmHead(), nil)                                  // [B, V]

@@ -5,56 +5,64 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
+
+	"github.com/cas-engine/cas/model/backend"
 )
 
-// TestWriteSlots checks the DynamicUpdateSlice replacement against a loop,
-// on both of its paths (T = 1 broadcast, T > 1 one-hot), on both cache
-// layouts (slot axis 2 and 3), including writes that run past the end.
+// TestWriteSlots checks both implementations of writeSlots against an
+// index loop — DynamicUpdateSlice (gocpu) and the Where / one-hot form
+// (GoMLX's pure-Go backend, "go": T = 1 broadcast, T > 1 one-hot) — on both
+// cache layouts (slot axis 2 and 3), up to the last slot.
 func TestWriteSlots(t *testing.T) {
-	b := newBackend(t)
+	plain, err := backend.NewWithConfig("go")
+	if err != nil {
+		t.Fatal(err)
+	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, tc := range []struct {
-		slotAxis, t, start int
-	}{
-		{2, 1, 0}, {2, 1, 6}, {2, 3, 2}, {2, 3, 5}, {3, 1, 4}, {3, 4, 0}, {3, 4, 5},
-	} {
-		t.Run(fmt.Sprintf("axis%d_T%d_start%d", tc.slotAxis, tc.t, tc.start), func(t *testing.T) {
-			const slots = 7
-			dims := []int{2, 3, 4, 5}
-			dims[tc.slotAxis] = slots
-			udims := append([]int(nil), dims...)
-			udims[tc.slotAxis] = tc.t
-			cache := randomSlice(rng, product(dims))
-			upd := randomSlice(rng, product(udims))
-			exec, err := graph.NewExec(b, func(c, u, s *graph.Node) *graph.Node { return writeSlots(c, u, s, tc.slotAxis) })
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer exec.Finalize()
-			out, err := exec.Exec1(tensors.FromFlatDataAndDimensions(cache, dims...),
-				tensors.FromFlatDataAndDimensions(upd, udims...), tensors.FromScalar(int32(tc.start)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := tensors.MustCopyFlatData[float32](out)
-			want := append([]float32(nil), cache...)
-			forEachIndex(udims, func(idx []int, flat int) {
-				s := tc.start + idx[tc.slotAxis]
-				if s >= slots {
-					return
-				}
-				ci := append([]int(nil), idx...)
-				ci[tc.slotAxis] = s
-				want[flatIndex(dims, ci)] = upd[flat]
-			})
-			for i := range want {
-				if got[i] != want[i] {
-					t.Fatalf("element %d: got %g, want %g", i, got[i], want[i])
-				}
-			}
-		})
+	for _, be := range []backends.Backend{newBackend(t), plain} {
+		for _, tc := range []struct {
+			slotAxis, t, start int
+		}{
+			{2, 1, 0}, {2, 1, 6}, {2, 3, 2}, {2, 3, 4}, {3, 1, 4}, {3, 4, 0}, {3, 4, 3}, {2, 7, 0},
+		} {
+			name := fmt.Sprintf("%s_axis%d_T%d_start%d", be.Name(), tc.slotAxis, tc.t, tc.start)
+			t.Run(name, func(t *testing.T) { checkWriteSlots(t, be, rng, tc.slotAxis, tc.t, tc.start) })
+		}
+	}
+}
+
+func checkWriteSlots(t *testing.T, b backends.Backend, rng *rand.Rand, slotAxis, tt, start int) {
+	const slots = 7
+	dims := []int{2, 3, 4, 5}
+	dims[slotAxis] = slots
+	udims := append([]int(nil), dims...)
+	udims[slotAxis] = tt
+	cache := randomSlice(rng, product(dims))
+	upd := randomSlice(rng, product(udims))
+	exec, err := graph.NewExec(b, func(c, u, s *graph.Node) *graph.Node { return writeSlots(c, u, s, slotAxis) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exec.Finalize()
+	out, err := exec.Exec1(tensors.FromFlatDataAndDimensions(cache, dims...),
+		tensors.FromFlatDataAndDimensions(upd, udims...), tensors.FromScalar(int32(start)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := tensors.MustCopyFlatData[float32](out)
+	want := append([]float32(nil), cache...)
+	forEachIndex(udims, func(idx []int, flat int) {
+		ci := append([]int(nil), idx...)
+		ci[slotAxis] = start + idx[slotAxis]
+		want[flatIndex(dims, ci)] = upd[flat]
+	})
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("element %d: got %g, want %g", i, got[i], want[i])
+		}
 	}
 }
 

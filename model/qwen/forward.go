@@ -85,10 +85,15 @@ func applyRope(x, cos, sin *graph.Node) *graph.Node {
 
 // attend is grouped-query attention (Ainslie et al. 2023) over keys
 // [B, k, S, h] and values [B, k, h, S] for queries q [B, T, H, h], where
-// allowed [B, T, S] says which slot each query may see:
+// bias [B, T, S] (maskBias) is 0 where a query may see a slot and
+// maskedScore where it may not:
 //
-//	softmax_s(q·kᵀ/√h masked) · v   → [B, T, H·h]
-func attend(c *Config, q, keys, values, allowed *graph.Node) *graph.Node {
+//	softmax_s(q·kᵀ/√h + bias) · v   → [B, T, H·h]
+//
+// The bias is added with size-1 broadcasting over the heads, so neither
+// the mask nor its gradient is materialised per head (a Where would be,
+// forward and backward).
+func attend(c *Config, q, keys, values, bias *graph.Node) *graph.Node {
 	dims := q.Shape().Dimensions
 	b, t := dims[0], dims[1]
 	kv, r, h := c.NumKeyValueHeads, c.KVGroups(), c.HeadDim
@@ -96,8 +101,7 @@ func attend(c *Config, q, keys, values, allowed *graph.Node) *graph.Node {
 	q5 := graph.Reshape(q, b, t, kv, r, h)                // [B, T, k, r, h]
 	scores := graph.Einsum("btkrh,bksh->bkrts", q5, keys) // [B, k, r, T, S]
 	scores = graph.MulScalar(scores, 1/math.Sqrt(float64(h)))
-	mask := graph.BroadcastToDims(graph.Reshape(allowed, b, 1, 1, t, s), b, kv, r, t, s)
-	scores = graph.Where(mask, scores, graph.ConstAs(scores, maskedScore))
+	scores = graph.Add(scores, graph.Reshape(bias, b, 1, 1, t, s))
 	probs := graph.Softmax(scores, -1)                      // [B, k, r, T, S]
 	out := graph.Einsum("bkrts,bkhs->btkrh", probs, values) // [B, T, k, r, h]
 	return graph.Reshape(out, b, t, kv*r*h)                 // [B, T, H·h]
@@ -154,6 +158,13 @@ func causalAllowed(mask *graph.Node) *graph.Node {
 	return graph.LogicalAnd(causal, valid)
 }
 
+// maskBias turns allowed [B, T, S] into the additive attention bias of
+// attend in dtype dt: 0 where allowed, maskedScore elsewhere.
+func maskBias(allowed *graph.Node, dt dtypes.DType) *graph.Node {
+	g := allowed.Graph()
+	return graph.Where(allowed, graph.Zeros(g, shapes.Make(dt)), graph.Scalar(g, dt, maskedScore))
+}
+
 // HiddenStates builds the final-normed hidden states [B, T, D] of the model
 // whose variables live under ctx's scope, for ids [B, T] and attention mask
 // [B, T] (1 for real tokens; left or right padding). It is differentiable
@@ -165,10 +176,14 @@ func HiddenStates(ctx *context.Context, c *Config, ids, mask *graph.Node) *graph
 
 func hiddenStates(c *Config, w *weights, ids, mask *graph.Node) *graph.Node {
 	allowed := causalAllowed(mask)
+	var bias *graph.Node // built at the first layer, in the activations' dtype
 	return decoder(c, w, graph.ConvertDType(ids, dtypes.Int32), positionsFromMask(mask), func(_ int, q, k, v *graph.Node) *graph.Node {
 		keys := graph.TransposeAllAxes(k, 0, 2, 1, 3)   // [B, k, S, h]
 		values := graph.TransposeAllAxes(v, 0, 2, 3, 1) // [B, k, h, S]
-		return attend(c, q, keys, values, allowed)
+		if bias == nil {
+			bias = maskBias(allowed, q.DType())
+		}
+		return attend(c, q, keys, values, bias)
 	})
 }
 

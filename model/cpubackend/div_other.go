@@ -1,0 +1,19 @@
+//go:build !amd64
+
+package cpubackend
+
+// divVV writes dst[i] = a[i] / b[i] (dst may be exactly a or b).
+func divVV(dst, a, b []float32) {
+	a, b = a[:len(dst)], b[:len(dst)]
+	for i := range dst {
+		dst[i] = a[i] / b[i]
+	}
+}
+
+// divVS writes dst[i] = a[i] / s (dst may be exactly a).
+func divVS(dst, a []float32, s float32) {
+	a = a[:len(dst)]
+	for i := range dst {
+		dst[i] = a[i] / s
+	}
+}
