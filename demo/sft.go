@@ -154,6 +154,72 @@ func (s *sft) epoch(ex []train.Trajectory) {
 	s.pos = 0
 }
 
+// sftBatch is one step's input: ids and attn [B, T]; the N loss entries
+// (pos into the flattened [B·T] states, predicting tgt, with weight w, pm
+// = 1 for a policy token), zero-weighted past the real ones.
+type sftBatch struct {
+	b, t, n              int
+	ids, attn, pos, tgt  []int32
+	w, pm                []float32
+	tokens, policy, envN int // real tokens, policy tokens, environment tokens in the loss
+}
+
+// assemble builds the batch of rows (see sft for the sampling of the
+// environment tokens; rng draws it).
+func assemble(ex []train.Trajectory, rows []int, envWeight float64, rng *rand.Rand) sftBatch {
+	longest, n, env := 0, 0, 0
+	for _, i := range rows {
+		longest = max(longest, len(ex[i].Tokens))
+		n += ex[i].PolicyTokens()
+		env += len(ex[i].Tokens) - 1 - ex[i].PolicyTokens()
+	}
+	bs := sftBatch{b: len(rows), t: padLen(longest), policy: n}
+	// The environment tokens in this step's loss: k = round(λ·E) of the E,
+	// drawn uniformly without replacement (sampled[j] for the j-th one in
+	// row order, counted from 0).
+	k := int(math.Round(envWeight * float64(env)))
+	sampled := make([]bool, env)
+	if k > 0 {
+		for _, at := range rng.Perm(env)[:k] {
+			sampled[at] = true
+		}
+	}
+	bs.envN = k
+	bs.n = padN(n + k)
+	if k > 0 { // fewer shapes: N in eighths of the padded batch
+		eighth := bs.b * bs.t / 8
+		bs.n = max(bs.n, (n+k+eighth-1)/eighth*eighth)
+	}
+	t := bs.t
+	bs.ids, bs.attn = make([]int32, bs.b*t), make([]int32, bs.b*t)
+	bs.pos, bs.tgt = make([]int32, bs.n), make([]int32, bs.n)
+	bs.w, bs.pm = make([]float32, bs.n), make([]float32, bs.n)
+	c, envSeen := 0, 0
+	for r, i := range rows {
+		e := &ex[i]
+		for j, id := range e.Tokens {
+			bs.ids[r*t+j] = int32(id)
+			bs.attn[r*t+j] = 1
+		}
+		for at := 1; at < len(e.Tokens); at++ { // the target's position; it is predicted from at−1
+			policy := at >= e.PromptLen && e.LossMask[at-e.PromptLen]
+			if !policy {
+				envSeen++
+				if !sampled[envSeen-1] {
+					continue
+				}
+			}
+			bs.pos[c], bs.tgt[c], bs.w[c] = int32(r*t+at-1), int32(e.Tokens[at]), 1
+			if policy {
+				bs.pm[c] = 1
+			}
+			c++
+		}
+		bs.tokens += len(e.Tokens)
+	}
+	return bs
+}
+
 // step takes one optimiser step at learning rate lr on the next batch and
 // returns its cross-entropy (before the update) and its token counts.
 func (s *sft) step(ex []train.Trajectory, lr float64) (loss float64, tokens, policy int, err error) {
@@ -163,73 +229,23 @@ func (s *sft) step(ex []train.Trajectory, lr float64) (loss float64, tokens, pol
 	if s.pos >= len(s.order) {
 		s.epoch(ex)
 	}
-	rows := s.order[s.pos]
+	bs := assemble(ex, s.order[s.pos], s.envWeight, s.rng)
 	s.pos++
-	longest, n, env := 0, 0, 0
-	for _, i := range rows {
-		longest = max(longest, len(ex[i].Tokens))
-		n += ex[i].PolicyTokens()
-		env += len(ex[i].Tokens) - 1 - ex[i].PolicyTokens()
-	}
-	t := padLen(longest)
-	// The environment tokens in this step's loss: k = round(λ·E) of the E,
-	// drawn uniformly without replacement (sampled[j] for the j-th one in
-	// row order).
-	k := int(math.Round(s.envWeight * float64(env)))
-	sampled := make([]bool, env)
-	if k > 0 {
-		for _, at := range s.rng.Perm(env)[:k] {
-			sampled[at] = true
-		}
-	}
-	np := padN(n + k)
-	if k > 0 { // fewer shapes: N in eighths of the padded batch
-		eighth := s.batch * t / 8
-		np = max(np, (n+k+eighth-1)/eighth*eighth)
-	}
-	ids := make([]int32, s.batch*t)
-	attn := make([]int32, s.batch*t)
-	pos := make([]int32, np)
-	tgt := make([]int32, np)
-	w := make([]float32, np)
-	pm := make([]float32, np)
-	c, j := 0, 0
-	for r, i := range rows {
-		e := &ex[i]
-		for jj, id := range e.Tokens {
-			ids[r*t+jj] = int32(id)
-			attn[r*t+jj] = 1
-		}
-		for at := 1; at < len(e.Tokens); at++ { // the target's position; it is predicted from at−1
-			policy := at >= e.PromptLen && e.LossMask[at-e.PromptLen]
-			if !policy {
-				j++
-				if !sampled[j-1] {
-					continue
-				}
-			}
-			pos[c], tgt[c], w[c] = int32(r*t+at-1), int32(e.Tokens[at]), 1
-			if policy {
-				pm[c] = 1
-			}
-			c++
-		}
-		tokens += len(e.Tokens)
-	}
 	exec, err := s.exec(lr)
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	out, err := exec.Exec(tensors.FromFlatDataAndDimensions(ids, s.batch, t), tensors.FromFlatDataAndDimensions(attn, s.batch, t),
-		tensors.FromFlatDataAndDimensions(pos, np), tensors.FromFlatDataAndDimensions(tgt, np), tensors.FromFlatDataAndDimensions(w, np), tensors.FromFlatDataAndDimensions(pm, np))
+	out, err := exec.Exec(tensors.FromFlatDataAndDimensions(bs.ids, bs.b, bs.t), tensors.FromFlatDataAndDimensions(bs.attn, bs.b, bs.t),
+		tensors.FromFlatDataAndDimensions(bs.pos, bs.n), tensors.FromFlatDataAndDimensions(bs.tgt, bs.n),
+		tensors.FromFlatDataAndDimensions(bs.w, bs.n), tensors.FromFlatDataAndDimensions(bs.pm, bs.n))
 	if err != nil {
 		return 0, 0, 0, err
 	}
 	loss = float64(tensors.ToScalar[float32](out[0]))
 	if math.IsNaN(loss) || math.IsInf(loss, 0) {
-		return loss, tokens, n, fmt.Errorf("sft: cross-entropy %v: %w", loss, train.ErrNonFinite)
+		return loss, bs.tokens, bs.policy, fmt.Errorf("sft: cross-entropy %v: %w", loss, train.ErrNonFinite)
 	}
-	return loss, tokens, n, nil
+	return loss, bs.tokens, bs.policy, nil
 }
 
 // clear deletes the optimiser's state, so that a GRPO learner built on the

@@ -401,3 +401,82 @@ func TestSFTMatchesWarmStart(t *testing.T) {
 		t.Errorf("the passages' loss did not change the update: second-step cross-entropy %.6f with λ=0 and %.6f with λ=0.5", second[0], second[0.5])
 	}
 }
+
+// TestAssembleSamplesEnvironment checks the warm start's batches: every
+// policy token is in the loss once with pm = 1; round(λ·E) environment
+// tokens join it at weight 1, each about a fraction λ of the draws; every
+// entry predicts the token after its position; λ = 0 leaves only the
+// policy tokens.
+func TestAssembleSamplesEnvironment(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	var ex []train.Trajectory
+	for range 5 {
+		p, r := 3+rng.IntN(10), 5+rng.IntN(40)
+		e := train.Trajectory{PromptLen: p}
+		for i := range p + r {
+			e.Tokens = append(e.Tokens, rng.IntN(50))
+			if i >= p {
+				e.LossMask = append(e.LossMask, rng.IntN(3) == 0)
+			}
+		}
+		ex = append(ex, e)
+	}
+	rows := []int{0, 1, 2, 3, 4}
+	policy, env := 0, 0
+	for _, e := range ex {
+		policy += e.PolicyTokens()
+		env += len(e.Tokens) - 1 - e.PolicyTokens()
+	}
+	for _, lambda := range []float64{0, 0.25} {
+		const draws = 4000
+		hits := map[int32]int{} // flattened position → draws with it in the loss as an environment token
+		for range draws {
+			bs := assemble(ex, rows, lambda, rng)
+			k := int(math.Round(lambda * float64(env)))
+			if bs.policy != policy || bs.envN != k {
+				t.Fatalf("λ=%g: %d policy and %d environment tokens, want %d and %d", lambda, bs.policy, bs.envN, policy, k)
+			}
+			var sumW, sumPM float64
+			seen := map[int32]bool{}
+			for i := range bs.n {
+				sumW += float64(bs.w[i])
+				sumPM += float64(bs.pm[i])
+				if bs.w[i] == 0 {
+					continue
+				}
+				p := bs.pos[i]
+				r, at := int(p)/bs.t, int(p)%bs.t+1
+				if seen[p] || bs.tgt[i] != int32(ex[r].Tokens[at]) {
+					t.Fatalf("λ=%g: entry %d (row %d, target position %d) repeated or with the wrong target", lambda, i, r, at)
+				}
+				seen[p] = true
+				isPolicy := at >= ex[r].PromptLen && ex[r].LossMask[at-ex[r].PromptLen]
+				if isPolicy != (bs.pm[i] == 1) {
+					t.Fatalf("λ=%g: entry %d: pm %g for a policy token %v", lambda, i, bs.pm[i], isPolicy)
+				}
+				if !isPolicy {
+					hits[p]++
+				}
+			}
+			if sumW != float64(policy+k) || sumPM != float64(policy) {
+				t.Fatalf("λ=%g: Σw %g, Σpm %g, want %d and %d", lambda, sumW, sumPM, policy+k, policy)
+			}
+		}
+		if lambda == 0 {
+			if len(hits) != 0 {
+				t.Errorf("λ=0: %d environment tokens in the loss", len(hits))
+			}
+			continue
+		}
+		if len(hits) != env {
+			t.Errorf("λ=%g: %d of %d environment tokens ever drawn", lambda, len(hits), env)
+		}
+		q := float64(int(math.Round(lambda*float64(env)))) / float64(env)
+		sd := math.Sqrt(q * (1 - q) / draws)
+		for p, h := range hits {
+			if f := float64(h) / draws; math.Abs(f-q) > 5*sd {
+				t.Errorf("λ=%g: position %d drawn in %.3f of the steps, want %.3f ± %.3f", lambda, p, f, q, 5*sd)
+			}
+		}
+	}
+}

@@ -95,3 +95,39 @@ func flatIndex(dims, idx []int) int {
 	}
 	return f
 }
+
+// TestPositionsFromMask checks the log-step prefix sum against a loop, for
+// lengths around powers of two and masks with left, right and inner
+// padding.
+func TestPositionsFromMask(t *testing.T) {
+	be := newBackend(t)
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, tl := range []int{1, 2, 3, 7, 8, 9, 64, 65, 320} {
+		const b = 3
+		mask := make([]int32, b*tl)
+		for i := range mask {
+			if rng.IntN(4) > 0 {
+				mask[i] = 1
+			}
+		}
+		exec, err := graph.NewExec(be, positionsFromMask)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Exec1(tensors.FromFlatDataAndDimensions(mask, b, tl))
+		exec.Finalize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := tensors.MustCopyFlatData[int32](out)
+		for r := range b {
+			sum := int32(0)
+			for j := range tl {
+				sum += mask[r*tl+j]
+				if want := max(sum-1, 0); got[r*tl+j] != want {
+					t.Fatalf("T=%d row %d position %d: got %d, want %d", tl, r, j, got[r*tl+j], want)
+				}
+			}
+		}
+	}
+}
