@@ -9,6 +9,7 @@ import (
 
 	"github.com/gomlx/gomlx/backends"
 
+	"github.com/cas-engine/cas/internal/atomicfile"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/safetensors"
 )
@@ -139,10 +140,7 @@ func writeFile(path string, b []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	return safetensors.WriteAtomic(path, func(w io.Writer) error {
-		_, err := w.Write(b)
-		return err
-	})
+	return atomicfile.WriteFile(path, b)
 }
 
 // copyFile copies a file atomically.
@@ -152,7 +150,7 @@ func copyFile(from, to string) error {
 		return err
 	}
 	defer in.Close()
-	return safetensors.WriteAtomic(to, func(w io.Writer) error {
+	return atomicfile.Write(to, func(w io.Writer) error {
 		_, err := io.Copy(w, in)
 		return err
 	})

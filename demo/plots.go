@@ -12,7 +12,7 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 
-	"github.com/cas-engine/cas/model/safetensors"
+	"github.com/cas-engine/cas/internal/atomicfile"
 	"github.com/cas-engine/cas/train"
 )
 
@@ -61,7 +61,7 @@ func savePlot(path string, p *plot.Plot, w, h vg.Length) error {
 	if err != nil {
 		return fmt.Errorf("plot %s: %w", path, err)
 	}
-	return safetensors.WriteAtomic(path, func(out io.Writer) error {
+	return atomicfile.Write(path, func(out io.Writer) error {
 		_, err := wt.WriteTo(out)
 		return err
 	})

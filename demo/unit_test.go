@@ -402,12 +402,10 @@ func TestSFTMatchesWarmStart(t *testing.T) {
 	}
 }
 
-// TestAssembleSamplesEnvironment checks the warm start's batches: every
-// policy token is in the loss once with pm = 1; round(λ·E) environment
-// tokens join it at weight 1, each about a fraction λ of the draws; every
-// entry predicts the token after its position; λ = 0 leaves only the
-// policy tokens.
-func TestAssembleSamplesEnvironment(t *testing.T) {
+// TestAssembleWeights checks the warm start's batches: every policy token
+// is in the loss once at weight 1 with pm = 1; with λ > 0 every other token
+// is too, at weight λ; every entry predicts the token after its position.
+func TestAssembleWeights(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	var ex []train.Trajectory
 	for range 5 {
@@ -428,55 +426,41 @@ func TestAssembleSamplesEnvironment(t *testing.T) {
 		env += len(e.Tokens) - 1 - e.PolicyTokens()
 	}
 	for _, lambda := range []float64{0, 0.25} {
-		const draws = 4000
-		hits := map[int32]int{} // flattened position → draws with it in the loss as an environment token
-		for range draws {
-			bs := assemble(ex, rows, lambda, rng)
-			k := int(math.Round(lambda * float64(env)))
-			if bs.policy != policy || bs.envN != k {
-				t.Fatalf("λ=%g: %d policy and %d environment tokens, want %d and %d", lambda, bs.policy, bs.envN, policy, k)
-			}
-			var sumW, sumPM float64
-			seen := map[int32]bool{}
-			for i := range bs.n {
-				sumW += float64(bs.w[i])
-				sumPM += float64(bs.pm[i])
-				if bs.w[i] == 0 {
-					continue
-				}
-				p := bs.pos[i]
-				r, at := int(p)/bs.t, int(p)%bs.t+1
-				if seen[p] || bs.tgt[i] != int32(ex[r].Tokens[at]) {
-					t.Fatalf("λ=%g: entry %d (row %d, target position %d) repeated or with the wrong target", lambda, i, r, at)
-				}
-				seen[p] = true
-				isPolicy := at >= ex[r].PromptLen && ex[r].LossMask[at-ex[r].PromptLen]
-				if isPolicy != (bs.pm[i] == 1) {
-					t.Fatalf("λ=%g: entry %d: pm %g for a policy token %v", lambda, i, bs.pm[i], isPolicy)
-				}
-				if !isPolicy {
-					hits[p]++
-				}
-			}
-			if sumW != float64(policy+k) || sumPM != float64(policy) {
-				t.Fatalf("λ=%g: Σw %g, Σpm %g, want %d and %d", lambda, sumW, sumPM, policy+k, policy)
-			}
-		}
+		bs := assemble(ex, rows, lambda)
+		wantEnv := env
 		if lambda == 0 {
-			if len(hits) != 0 {
-				t.Errorf("λ=0: %d environment tokens in the loss", len(hits))
-			}
-			continue
+			wantEnv = 0
 		}
-		if len(hits) != env {
-			t.Errorf("λ=%g: %d of %d environment tokens ever drawn", lambda, len(hits), env)
+		if bs.policy != policy || bs.env != wantEnv {
+			t.Fatalf("λ=%g: %d policy and %d environment tokens, want %d and %d", lambda, bs.policy, bs.env, policy, wantEnv)
 		}
-		q := float64(int(math.Round(lambda*float64(env)))) / float64(env)
-		sd := math.Sqrt(q * (1 - q) / draws)
-		for p, h := range hits {
-			if f := float64(h) / draws; math.Abs(f-q) > 5*sd {
-				t.Errorf("λ=%g: position %d drawn in %.3f of the steps, want %.3f ± %.3f", lambda, p, f, q, 5*sd)
+		var sumW, sumPM float64
+		entries := 0
+		seen := map[int32]bool{}
+		for i := range bs.n {
+			sumW += float64(bs.w[i])
+			sumPM += float64(bs.pm[i])
+			if bs.w[i] == 0 {
+				continue
 			}
+			entries++
+			p := bs.pos[i]
+			r, at := int(p)/bs.t, int(p)%bs.t+1
+			if seen[p] || bs.tgt[i] != int32(ex[r].Tokens[at]) {
+				t.Fatalf("λ=%g: entry %d (row %d, target position %d) repeated or with the wrong target", lambda, i, r, at)
+			}
+			seen[p] = true
+			isPolicy := at >= ex[r].PromptLen && ex[r].LossMask[at-ex[r].PromptLen]
+			want := float32(lambda)
+			if isPolicy {
+				want = 1
+			}
+			if isPolicy != (bs.pm[i] == 1) || bs.w[i] != want {
+				t.Fatalf("λ=%g: entry %d: w %g, pm %g for a policy token %v", lambda, i, bs.w[i], bs.pm[i], isPolicy)
+			}
+		}
+		if entries != policy+wantEnv || math.Abs(sumW-(float64(policy)+lambda*float64(env))) > 1e-3 || sumPM != float64(policy) {
+			t.Fatalf("λ=%g: %d entries, Σw %g, Σpm %g; want %d, %g and %d", lambda, entries, sumW, sumPM, policy+wantEnv, float64(policy)+lambda*float64(env), policy)
 		}
 	}
 }

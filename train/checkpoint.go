@@ -17,6 +17,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 
 	"github.com/cas-engine/cas/conformal"
+	"github.com/cas-engine/cas/internal/atomicfile"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/safetensors"
 )
@@ -194,7 +195,7 @@ func copyFileIfExists(from, to string) error {
 		return err
 	}
 	defer in.Close()
-	return safetensors.WriteAtomic(to, func(w io.Writer) error {
+	return atomicfile.Write(to, func(w io.Writer) error {
 		_, err := io.Copy(w, in)
 		return err
 	})

@@ -14,7 +14,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
-	"github.com/cas-engine/cas/model/safetensors"
+	"github.com/cas-engine/cas/internal/atomicfile"
 )
 
 // PlotRun is one run's metrics, labelled for a legend.
@@ -139,7 +139,7 @@ func writePanels(path string, runs []PlotRun, panels []plotPanel, smooth int) er
 	for j, p := range row {
 		p.Draw(canvases[0][j])
 	}
-	return safetensors.WriteAtomic(path, func(w io.Writer) error {
+	return atomicfile.Write(path, func(w io.Writer) error {
 		_, err := vgimg.PngCanvas{Canvas: img}.WriteTo(w)
 		return err
 	})

@@ -8,9 +8,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/cas-engine/cas/internal/atomicfile"
 	"github.com/cas-engine/cas/model/backend"
 	"github.com/cas-engine/cas/model/bert"
-	"github.com/cas-engine/cas/model/safetensors"
 	"github.com/cas-engine/cas/model/tokenizer"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -67,7 +67,7 @@ L2-normalises, and writes little-endian float32 vectors, row-major
 				progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("texts"),
 				progressbar.OptionClearOnFinish())
 			var n int
-			err = safetensors.WriteAtomic(out, func(w io.Writer) error {
+			err = atomicfile.Write(out, func(w io.Writer) error {
 				var err error
 				n, err = enc.EmbedJSONL(tok, f, w, prefix, 0, func(done int) { _ = bar.Set(done) })
 				if err != nil {

@@ -6,7 +6,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/cas-engine/cas/model/safetensors"
+	"github.com/cas-engine/cas/internal/atomicfile"
 	"github.com/cas-engine/cas/model/tokenizer"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -85,7 +85,7 @@ Errors name the input and line (invalid UTF-8, bad JSON).`,
 				_, err = tok.TransformJSONL(r, cmd.OutOrStdout(), opts)
 				return err
 			}
-			return safetensors.WriteAtomic(out, func(w io.Writer) error {
+			return atomicfile.Write(out, func(w io.Writer) error {
 				_, err := tok.TransformJSONL(r, w, opts)
 				return err
 			})

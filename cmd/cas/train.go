@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cas-engine/cas/agent"
+	"github.com/cas-engine/cas/internal/atomicfile"
 	"github.com/cas-engine/cas/model/backend"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/safetensors"
@@ -252,7 +253,7 @@ with --seed.`,
 			if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 				return err
 			}
-			err = safetensors.WriteAtomic(out, func(w io.Writer) error {
+			err = atomicfile.Write(out, func(w io.Writer) error {
 				enc := json.NewEncoder(w)
 				enc.SetEscapeHTML(false)
 				for _, p := range ps {

@@ -135,7 +135,7 @@ func Write(path string, tensors []Tensor, metadata map[string]string) error {
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	return WriteAtomic(path, func(w io.Writer) error {
+	return atomicfile.Write(path, func(w io.Writer) error {
 		if _, err := w.Write(hdr); err != nil {
 			return err
 		}
@@ -151,7 +151,3 @@ func Write(path string, tensors []Tensor, metadata map[string]string) error {
 // WriteFileAtomic writes b to path through a synced temporary file in the same
 // directory and a rename.
 func WriteFileAtomic(path string, b []byte) error { return atomicfile.WriteFile(path, b) }
-
-// WriteAtomic runs fill on a buffered temporary file next to path, then syncs
-// it and renames it over path. On any error the temporary file is removed.
-func WriteAtomic(path string, fill func(io.Writer) error) error { return atomicfile.Write(path, fill) }
