@@ -363,3 +363,47 @@ func TestSessionErrors(t *testing.T) {
 		t.Error("empty batch accepted")
 	}
 }
+
+// TestAppendNearCapacity appends a chunk whose padded width (a power of
+// two) runs past the cache's end although its tokens fit: the session must
+// grow the cache first, or the padded write would land on earlier slots.
+func TestAppendNearCapacity(t *testing.T) {
+	g := loadGolden(t, "qwen3-tiny")
+	m := g.model
+	ids := func(n, from int) []int {
+		out := make([]int, n)
+		for i := range out {
+			out[i] = 3 + (from+7*i)%200
+		}
+		return out
+	}
+	prompt, more := ids(45, 0), ids(17, 1) // 45 + 17 = 62 ≤ 64 slots; 45 + bucket(17) = 77 > 64
+	greedy := GenerateOptions{MaxNewTokens: 3, EOS: []int{}}
+	s, err := m.NewSession(1, 64, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Append([][]int{prompt}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append([][]int{more}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Generate(greedy, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := m.Generate([][]int{append(slices.Clone(prompt), more...)}, greedy, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got[0].IDs, ref[0].IDs) {
+		t.Fatalf("after two appends %v, one prompt %v", got[0].IDs, ref[0].IDs)
+	}
+	for i := range ref[0].LogProbs {
+		if d := math.Abs(float64(got[0].LogProbs[i] - ref[0].LogProbs[i])); d > 1e-4 {
+			t.Errorf("token %d: log-prob differs by %g", i, d)
+		}
+	}
+}
