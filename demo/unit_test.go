@@ -321,18 +321,7 @@ func TestSFTMatchesWarmStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
-	var ex []train.Trajectory
-	for range 6 {
-		p, r := 5+rng.IntN(20), 10+rng.IntN(60)
-		e := train.Trajectory{PromptLen: p}
-		for i := range p + r {
-			e.Tokens = append(e.Tokens, rng.IntN(299))
-			if i >= p {
-				e.LossMask = append(e.LossMask, rng.IntN(3) > 0)
-			}
-		}
-		ex = append(ex, e)
-	}
+	ex := randomTrajectories(rng, 6, 5, 20, 10, 60, 299, func() bool { return rng.IntN(3) > 0 })
 	oc := train.OptimConfig{LR: 1e-2, Beta1: 0.9, Beta2: 0.98, Epsilon: 1e-8, MaxGradNorm: 1, SkipNonFinite: true}
 	m1, _ := qwen.NewRandom(qc, be, 5)
 	ws, err := train.WarmStart(m1, ex, train.WarmStartConfig{Optim: oc, Steps: 1, BatchSize: len(ex), Seed: 1})
@@ -407,18 +396,7 @@ func TestSFTMatchesWarmStart(t *testing.T) {
 // is too, at weight λ; every entry predicts the token after its position.
 func TestAssembleWeights(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
-	var ex []train.Trajectory
-	for range 5 {
-		p, r := 3+rng.IntN(10), 5+rng.IntN(40)
-		e := train.Trajectory{PromptLen: p}
-		for i := range p + r {
-			e.Tokens = append(e.Tokens, rng.IntN(50))
-			if i >= p {
-				e.LossMask = append(e.LossMask, rng.IntN(3) == 0)
-			}
-		}
-		ex = append(ex, e)
-	}
+	ex := randomTrajectories(rng, 5, 3, 10, 5, 40, 50, func() bool { return rng.IntN(3) == 0 })
 	rows := []int{0, 1, 2, 3, 4}
 	policy, env := 0, 0
 	for _, e := range ex {
@@ -463,4 +441,23 @@ func TestAssembleWeights(t *testing.T) {
 			t.Fatalf("λ=%g: %d entries, Σw %g, Σpm %g; want %d, %g and %d", lambda, entries, sumW, sumPM, policy+wantEnv, float64(policy)+lambda*float64(env), policy)
 		}
 	}
+}
+
+// randomTrajectories makes n trajectories of random tokens below vocab:
+// prompts of p0 + [0, pSpan) tokens, responses of r0 + [0, rSpan), each
+// response token the policy's when policy() says so.
+func randomTrajectories(rng *rand.Rand, n, p0, pSpan, r0, rSpan, vocab int, policy func() bool) []train.Trajectory {
+	var ex []train.Trajectory
+	for range n {
+		p, r := p0+rng.IntN(pSpan), r0+rng.IntN(rSpan)
+		e := train.Trajectory{PromptLen: p}
+		for i := range p + r {
+			e.Tokens = append(e.Tokens, rng.IntN(vocab))
+			if i >= p {
+				e.LossMask = append(e.LossMask, policy())
+			}
+		}
+		ex = append(ex, e)
+	}
+	return ex
 }

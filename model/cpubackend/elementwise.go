@@ -87,28 +87,46 @@ type binaryKernel struct {
 	sv func(dst []float32, s float32, b []float32)
 }
 
+// vekVV makes a vv kernel of vek's pair (into: dst = x ⊕ y, inplace:
+// x = x ⊕ y). dst == a takes the in-place form; dst == b takes it too when
+// ⊕ commutes, else a plain loop of op.
+func vekVV(into func(dst, x, y []float32) []float32, inplace func(x, y []float32), op func(a, b float32) float32, commutes bool) func(d, a, b []float32) {
+	return func(d, a, b []float32) {
+		a, b = a[:len(d)], b[:len(d)]
+		switch {
+		case len(d) == 0:
+		case &d[0] == &a[0]:
+			inplace(d, b)
+		case &d[0] == &b[0] && commutes:
+			inplace(d, a)
+		case &d[0] == &b[0]:
+			for i := range d {
+				d[i] = op(a[i], d[i])
+			}
+		default:
+			into(d, a, b)
+		}
+	}
+}
+
+// vekVS makes a vs kernel of vek's pair; dst == a takes the in-place form.
+func vekVS(into func(dst, x []float32, s float32) []float32, inplace func(x []float32, s float32)) func(d, a []float32, s float32) {
+	return func(d, a []float32, s float32) {
+		a = a[:len(d)]
+		switch {
+		case len(d) == 0:
+		case &d[0] == &a[0]:
+			inplace(d, s)
+		default:
+			into(d, a, s)
+		}
+	}
+}
+
 var binaryKernels = map[backends.OpType]binaryKernel{
 	backends.OpTypeAdd: {
-		vv: func(d, a, b []float32) {
-			switch a, b = a[:len(d)], b[:len(d)]; {
-			case len(d) == 0:
-			case &d[0] == &a[0]:
-				vek32.Add_Inplace(d, b)
-			case &d[0] == &b[0]:
-				vek32.Add_Inplace(d, a[:len(d)])
-			default:
-				vek32.Add_Into(d, a, b)
-			}
-		},
-		vs: func(d, a []float32, s float32) {
-			switch a = a[:len(d)]; {
-			case len(d) == 0:
-			case &d[0] == &a[0]:
-				vek32.AddNumber_Inplace(d, s)
-			default:
-				vek32.AddNumber_Into(d, a, s)
-			}
-		},
+		vv: vekVV(vek32.Add_Into, vek32.Add_Inplace, func(a, b float32) float32 { return a + b }, true),
+		vs: vekVS(vek32.AddNumber_Into, vek32.AddNumber_Inplace),
 		sv: func(d []float32, s float32, b []float32) {
 			b = b[:len(d)]
 			for i := range d {
@@ -117,29 +135,8 @@ var binaryKernels = map[backends.OpType]binaryKernel{
 		},
 	},
 	backends.OpTypeSub: {
-		vv: func(d, a, b []float32) {
-			switch a, b = a[:len(d)], b[:len(d)]; {
-			case len(d) == 0:
-			case &d[0] == &a[0]:
-				vek32.Sub_Inplace(d, b)
-			case &d[0] == &b[0]:
-				a = a[:len(d)]
-				for i := range d {
-					d[i] = a[i] - d[i]
-				}
-			default:
-				vek32.Sub_Into(d, a, b)
-			}
-		},
-		vs: func(d, a []float32, s float32) {
-			switch a = a[:len(d)]; {
-			case len(d) == 0:
-			case &d[0] == &a[0]:
-				vek32.SubNumber_Inplace(d, s)
-			default:
-				vek32.SubNumber_Into(d, a, s)
-			}
-		},
+		vv: vekVV(vek32.Sub_Into, vek32.Sub_Inplace, func(a, b float32) float32 { return a - b }, false),
+		vs: vekVS(vek32.SubNumber_Into, vek32.SubNumber_Inplace),
 		sv: func(d []float32, s float32, b []float32) {
 			b = b[:len(d)]
 			for i := range d {
@@ -148,26 +145,8 @@ var binaryKernels = map[backends.OpType]binaryKernel{
 		},
 	},
 	backends.OpTypeMul: {
-		vv: func(d, a, b []float32) {
-			switch a, b = a[:len(d)], b[:len(d)]; {
-			case len(d) == 0:
-			case &d[0] == &a[0]:
-				vek32.Mul_Inplace(d, b)
-			case &d[0] == &b[0]:
-				vek32.Mul_Inplace(d, a[:len(d)])
-			default:
-				vek32.Mul_Into(d, a, b)
-			}
-		},
-		vs: func(d, a []float32, s float32) {
-			switch a = a[:len(d)]; {
-			case len(d) == 0:
-			case &d[0] == &a[0]:
-				vek32.MulNumber_Inplace(d, s)
-			default:
-				vek32.MulNumber_Into(d, a, s)
-			}
-		},
+		vv: vekVV(vek32.Mul_Into, vek32.Mul_Inplace, func(a, b float32) float32 { return a * b }, true),
+		vs: vekVS(vek32.MulNumber_Into, vek32.MulNumber_Inplace),
 		sv: func(d []float32, s float32, b []float32) {
 			b = b[:len(d)]
 			for i := range d {

@@ -181,14 +181,7 @@ func TestContinuation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(second[0].IDs, ref[0].IDs) {
-		t.Fatalf("continuation %v, concatenated prompt %v", second[0].IDs, ref[0].IDs)
-	}
-	for i := range ref[0].LogProbs {
-		if d := math.Abs(float64(second[0].LogProbs[i] - ref[0].LogProbs[i])); d > 1e-4 {
-			t.Errorf("token %d: log-prob differs by %g", i, d)
-		}
-	}
+	sameTokens(t, "continuation", second[0], ref[0])
 	if want := len(concat) + len(ref[0].IDs); s.Len(0) != want {
 		t.Errorf("row 0 holds %d tokens, want %d", s.Len(0), want)
 	}
@@ -398,12 +391,19 @@ func TestAppendNearCapacity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(got[0].IDs, ref[0].IDs) {
-		t.Fatalf("after two appends %v, one prompt %v", got[0].IDs, ref[0].IDs)
+	sameTokens(t, "after two appends", got[0], ref[0])
+}
+
+// sameTokens checks that a session's generation equals a reference one
+// (from a single prompt): the same tokens, log-probs within 1e-4.
+func sameTokens(t *testing.T, what string, got, ref Result) {
+	t.Helper()
+	if !slices.Equal(got.IDs, ref.IDs) {
+		t.Fatalf("%s: %v, reference %v", what, got.IDs, ref.IDs)
 	}
-	for i := range ref[0].LogProbs {
-		if d := math.Abs(float64(got[0].LogProbs[i] - ref[0].LogProbs[i])); d > 1e-4 {
-			t.Errorf("token %d: log-prob differs by %g", i, d)
+	for i := range ref.LogProbs {
+		if d := math.Abs(float64(got.LogProbs[i] - ref.LogProbs[i])); d > 1e-4 {
+			t.Errorf("%s: token %d: log-prob differs by %g", what, i, d)
 		}
 	}
 }
