@@ -26,13 +26,14 @@ import (
 // writeSlots returns cache with slots start … start+T−1 along slotAxis
 // replaced by upd, which is shaped like cache except that slotAxis has T
 // entries; start + T ≤ S is the caller's to ensure (Session.reserve grows
-// the cache before each step).
+// the cache before each step, for the step's padded width).
 //
 // On a backend with DynamicUpdateSlice (gocpu, which updates in place, and
-// XLA) it is that op. GoMLX's pure-Go backend lacks it: there, for T = 1 the new entry
-// is broadcast over the slot axis and selected with Where(slot == start),
-// and for T > 1 it is spread onto the slots by a one-hot [T, S]
-// contraction (exact: each output sums one product with 1 and zeros).
+// XLA) it is that op. GoMLX's pure-Go backend lacks it: there, for T = 1
+// the new entry is broadcast over the slot axis and selected with
+// Where(slot == start), and for T > 1 it is spread onto the slots by a
+// one-hot [T, S] contraction (exact: each output sums one product with 1
+// and zeros).
 func writeSlots(cache, upd, start *graph.Node, slotAxis int) *graph.Node {
 	g := cache.Graph()
 	dims := cache.Shape().Dimensions

@@ -143,8 +143,8 @@ func decoder(c *Config, w *weights, ids, pos *graph.Node, attention attentionFn)
 //
 // The prefix sum is Hillis and Steele's: ⌈log₂ T⌉ rounds of m += m shifted
 // right by 1, 2, 4, … (exact in int32). GoMLX's CumSum is a sum-pool with
-// a T-wide window, O(T²) per row on the pure-Go backends: 6% of a
-// warm-start step of the demo's policy at T = 320.
+// a T-wide window, O(T²) per row on the pure-Go backends: about 5% of
+// the CPU time of the demo policy's warm start.
 func positionsFromMask(mask *graph.Node) *graph.Node {
 	m := graph.ConvertDType(mask, dtypes.Int32)
 	dims := m.Shape().Dimensions
