@@ -25,12 +25,14 @@ import (
 
 // writeSlots returns cache with slots start … start+T−1 along slotAxis
 // replaced by upd, which is shaped like cache except that slotAxis has T
-// entries; start + T ≤ S is the caller's to ensure (Session.reserve grows
-// the cache before each step, for the step's padded width).
+// entries. Slots at or beyond S are dropped (for T = 1, start < S is the
+// caller's to ensure: Session.reserve grows the cache before each step).
 //
-// On a backend with DynamicUpdateSlice (gocpu, which updates in place, and
-// XLA) it is that op. GoMLX's pure-Go backend lacks it: there, for T = 1
-// the new entry is broadcast over the slot axis and selected with
+// A decode step (T = 1) on a backend with DynamicUpdateSlice (gocpu, which
+// updates in place, and XLA) is that op. Otherwise — GoMLX's pure-Go
+// backend lacks it, and a prefill chunk's padded width may run past the
+// end, where DynamicUpdateSlice would clamp start instead of dropping — for
+// T = 1 the new entry is broadcast over the slot axis and selected with
 // Where(slot == start), and for T > 1 it is spread onto the slots by a
 // one-hot [T, S] contraction (exact: each output sums one product with 1
 // and zeros).
@@ -40,7 +42,7 @@ func writeSlots(cache, upd, start *graph.Node, slotAxis int) *graph.Node {
 	s := dims[slotAxis]
 	t := upd.Shape().Dimensions[slotAxis]
 	start = graph.ConvertDType(start, dtypes.Int32)
-	if g.Backend().Capabilities().Operations[backends.OpTypeDynamicUpdateSlice] && t <= s {
+	if t == 1 && g.Backend().Capabilities().Operations[backends.OpTypeDynamicUpdateSlice] {
 		at := make([]*graph.Node, len(dims))
 		for i := range at {
 			at[i] = graph.ScalarZero(g, dtypes.Int32)

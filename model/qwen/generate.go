@@ -220,11 +220,6 @@ func (s *Session) feed(chunks [][]int32, longest int) error {
 	for off := 0; off < longest; off += maxChunk {
 		n := min(maxChunk, longest-off)
 		width := bucket(n)
-		// The step writes all width slots from s.next, the padding after
-		// the n real tokens too (writeSlots needs them inside the cache).
-		if err := s.reserve(width); err != nil {
-			return err
-		}
 		ids := make([]int32, s.batch*width)
 		pos := make([]int32, s.batch*width)
 		last := make([]int32, s.batch)

@@ -358,8 +358,9 @@ func TestSessionErrors(t *testing.T) {
 }
 
 // TestAppendNearCapacity appends a chunk whose padded width (a power of
-// two) runs past the cache's end although its tokens fit: the session must
-// grow the cache first, or the padded write would land on earlier slots.
+// two) runs past the cache's end although its tokens fit: the padding past
+// the end must be dropped, not written over earlier slots (as
+// DynamicUpdateSlice, which clamps start, would).
 func TestAppendNearCapacity(t *testing.T) {
 	g := loadGolden(t, "qwen3-tiny")
 	m := g.model
@@ -404,6 +405,27 @@ func sameTokens(t *testing.T, what string, got, ref Result) {
 	for i := range ref.LogProbs {
 		if d := math.Abs(float64(got.LogProbs[i] - ref.LogProbs[i])); d > 1e-4 {
 			t.Errorf("%s: token %d: log-prob differs by %g", what, i, d)
+		}
+	}
+}
+
+// TestManyStepShapes runs more distinct step shapes (batch sizes) than
+// GoMLX's default cache of 32 compiled graphs holds: an evaluation whose
+// batches shrink row by row must not fail on its 33rd shape.
+func TestManyStepShapes(t *testing.T) {
+	g := loadGolden(t, "qwen3-tiny")
+	opts := GenerateOptions{MaxNewTokens: 1, EOS: []int{}}
+	for b := 1; b <= 34; b++ {
+		prompts := make([][]int, b)
+		for i := range prompts {
+			prompts[i] = g.row(i % 2)
+		}
+		res, err := g.model.Generate(prompts, opts, 0)
+		if err != nil {
+			t.Fatalf("batch %d: %v", b, err)
+		}
+		if len(res) != b || len(res[b-1].IDs) != 1 {
+			t.Fatalf("batch %d: %d results", b, len(res))
 		}
 	}
 }

@@ -240,6 +240,9 @@ func (m *Model) Save(path string, dtype safetensors.DType) error {
 	return safetensors.Write(path, ts, map[string]string{"format": "pt"})
 }
 
+// stepGraphCache bounds the compiled step graphs kept per model.
+const stepGraphCache = 512
+
 // initExecs compiles nothing yet: GoMLX compiles each graph on first use,
 // once per distinct input shapes.
 func (m *Model) initExecs() error {
@@ -257,8 +260,18 @@ func (m *Model) initExecs() error {
 	if err != nil {
 		return err
 	}
+	// A step graph is compiled per (rows, chunk width, slots): rows fall
+	// one by one as Session.Keep drops finished ones and chunk widths run
+	// through the powers of two, so one evaluation of 200 questions in
+	// batches of 64 can need more than GoMLX's default of 32 graphs, past
+	// which Exec fails.
+	m.stepExec.SetMaxCache(stepGraphCache)
 	m.selectExec, err = graph.NewExec(m.backend, selectRowsGraph)
-	return err
+	if err != nil {
+		return err
+	}
+	m.selectExec.SetMaxCache(stepGraphCache)
+	return nil
 }
 
 // Logits runs the full forward pass for ids and mask, both [batch, seqLen]
