@@ -3,7 +3,6 @@ package demo
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
@@ -116,7 +115,7 @@ func SaveModelFolder(dir string, m *qwen.Model, tokenizerPath string) error {
 	if err := writeFile(filepath.Join(tmp, genConfigFile), append(gen, '\n')); err != nil {
 		return err
 	}
-	if err := copyFile(tokenizerPath, filepath.Join(tmp, tokenizerFile)); err != nil {
+	if err := atomicfile.Copy(tokenizerPath, filepath.Join(tmp, tokenizerFile)); err != nil {
 		return err
 	}
 	if err := os.RemoveAll(dir); err != nil {
@@ -141,17 +140,4 @@ func writeFile(path string, b []byte) error {
 		return err
 	}
 	return atomicfile.WriteFile(path, b)
-}
-
-// copyFile copies a file atomically.
-func copyFile(from, to string) error {
-	in, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	return atomicfile.Write(to, func(w io.Writer) error {
-		_, err := io.Copy(w, in)
-		return err
-	})
 }

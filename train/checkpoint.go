@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -187,18 +186,10 @@ func writeHFFolder(dir string, policy *qwen.Model, src CheckpointSource, dtype s
 }
 
 func copyFileIfExists(from, to string) error {
-	in, err := os.Open(from)
-	if errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(from); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	return atomicfile.Write(to, func(w io.Writer) error {
-		_, err := io.Copy(w, in)
-		return err
-	})
+	return atomicfile.Copy(from, to)
 }
 
 // pruneCheckpoints deletes the oldest complete checkpoints beyond keep

@@ -56,3 +56,16 @@ func WriteFile(path string, b []byte) error {
 		return err
 	})
 }
+
+// Copy copies the file from to path to atomically (see Write).
+func Copy(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	return Write(to, func(w io.Writer) error {
+		_, err := io.Copy(w, in)
+		return err
+	})
+}

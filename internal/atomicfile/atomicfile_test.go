@@ -50,3 +50,23 @@ func TestWriteMissingDir(t *testing.T) {
 		t.Fatal("want an error for a missing directory")
 	}
 }
+
+func TestCopy(t *testing.T) {
+	dir := t.TempDir()
+	from, to := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	if err := os.WriteFile(from, []byte("payload"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := Copy(from, to); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(to); err != nil || string(got) != "payload" {
+		t.Fatalf("copy holds %q (%v), want %q", got, err, "payload")
+	}
+	if err := Copy(filepath.Join(dir, "missing"), to); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("copy of a missing file: %v, want ErrNotExist", err)
+	}
+	if got, _ := os.ReadFile(to); string(got) != "payload" {
+		t.Fatalf("failed copy changed the destination to %q", got)
+	}
+}

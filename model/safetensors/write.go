@@ -147,7 +147,3 @@ func Write(path string, tensors []Tensor, metadata map[string]string) error {
 		return nil
 	})
 }
-
-// WriteFileAtomic writes b to path through a synced temporary file in the same
-// directory and a rename.
-func WriteFileAtomic(path string, b []byte) error { return atomicfile.WriteFile(path, b) }
