@@ -112,16 +112,13 @@ func stepGraph(ctx *context.Context, c *Config, in []*graph.Node) []*graph.Node 
 	allowed := graph.LogicalAnd(
 		graph.BroadcastToDims(graph.ExpandAxes(causal, 0), b, t, s),
 		graph.BroadcastToDims(graph.ExpandAxes(keyValid, 1), b, t, s)) // [B, T, S]
+	bias := maskBias(allowed, w.Embed.DType())
 
-	var bias *graph.Node // built at the first layer, in the activations' dtype
 	out := make([]*graph.Node, 1+len(caches))
 	x := decoder(c, w, ids, pos, func(l int, q, k, v *graph.Node) *graph.Node {
 		keys := writeSlots(caches[2*l], graph.TransposeAllAxes(k, 0, 2, 1, 3), start, 2)     // [B, k, S, h]
 		values := writeSlots(caches[2*l+1], graph.TransposeAllAxes(v, 0, 2, 3, 1), start, 3) // [B, k, h, S]
 		out[1+2*l], out[2+2*l] = keys, values
-		if bias == nil {
-			bias = maskBias(allowed, q.DType())
-		}
 		return attend(c, q, keys, values, bias)
 	}) // [B, T, D]
 	picked := graph.Einsum("btd,bt->bd", x, graph.OneHot(last, t, x.DType())) // [B, D]

@@ -173,7 +173,8 @@ func causalAllowed(mask *graph.Node) *graph.Node {
 }
 
 // maskBias turns allowed [B, T, S] into the additive attention bias of
-// attend in dtype dt: 0 where allowed, maskedScore elsewhere.
+// attend in dtype dt (the activations', which are the embedding's): 0 where
+// allowed, maskedScore elsewhere.
 func maskBias(allowed *graph.Node, dt dtypes.DType) *graph.Node {
 	g := allowed.Graph()
 	return graph.Where(allowed, graph.Zeros(g, shapes.Make(dt)), graph.Scalar(g, dt, maskedScore))
@@ -189,14 +190,10 @@ func HiddenStates(ctx *context.Context, c *Config, ids, mask *graph.Node) *graph
 }
 
 func hiddenStates(c *Config, w *weights, ids, mask *graph.Node) *graph.Node {
-	allowed := causalAllowed(mask)
-	var bias *graph.Node // built at the first layer, in the activations' dtype
+	bias := maskBias(causalAllowed(mask), w.Embed.DType())
 	return decoder(c, w, graph.ConvertDType(ids, dtypes.Int32), positionsFromMask(mask), func(_ int, q, k, v *graph.Node) *graph.Node {
 		keys := graph.TransposeAllAxes(k, 0, 2, 1, 3)   // [B, k, S, h]
 		values := graph.TransposeAllAxes(v, 0, 2, 3, 1) // [B, k, h, S]
-		if bias == nil {
-			bias = maskBias(allowed, q.DType())
-		}
 		return attend(c, q, keys, values, bias)
 	})
 }

@@ -240,7 +240,8 @@ func (m *Model) Save(path string, dtype safetensors.DType) error {
 	return safetensors.Write(path, ts, map[string]string{"format": "pt"})
 }
 
-// stepGraphCache bounds the compiled step graphs kept per model.
+// stepGraphCache bounds the compiled graphs (one per input shape) that the
+// step and row-selection executables of a model keep.
 const stepGraphCache = 512
 
 // initExecs compiles nothing yet: GoMLX compiles each graph on first use,
