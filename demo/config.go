@@ -189,23 +189,34 @@ func demoWorld(seed uint64, apsCalib, aciCalib, test int) world.Config {
 	return w
 }
 
-// QuickConfig is `cas demo --quick`: the default world with a 1,600-step
-// warm start (≈ 4½ minutes on two cores), two GRPO steps per variant and
-// 110 test questions — about 5 minutes in all, and the end-to-end test.
-// Issue 9 asks for 3 minutes; that is too short for this policy to learn
-// to read: its held-out loss drops sharply only after 900–1,400 warm-start
-// steps of 16 trajectories (first exact matches on unseen entities at
-// ≈ 1,000), and 1,600 leaves a margin for that spread (measured: EM 0.22
-// with search against 0.02 without).
+// QuickConfig is `cas demo --quick`: a world of the encyclopedia's
+// default size (2.5× fewer entities than the default preset's, 5,000
+// training questions), a 900-step warm start, two GRPO steps per variant
+// and 110 test questions — under 3 minutes on two cores, and the
+// end-to-end test. The smaller world is what makes the budget: its names
+// are shorter in tokens and repeat more, and the policy learns to copy
+// them from the passages in about half the steps (test EM 0.20 after 900
+// steps of 16, against 0.02 on the default preset's world; one run each,
+// seed 1).
 func QuickConfig(seed uint64) Config {
 	return Config{
-		Preset: "quick", Seed: seed, World: demoWorld(seed, 100, 60, 110), Model: tinyModel(), APS: defaultAPS(),
-		Warm: WarmSettings{Steps: 1600, Batch: 16, LR: 3e-3, Warmup: 20, Chunks: 4, AnnealFrom: 0.85, AnnealFactor: 0.3, EnvWeight: 0.25, DirectPerAgent: 0.25},
+		Preset: "quick", Seed: seed, World: quickWorld(seed), Model: tinyModel(), APS: defaultAPS(),
+		Warm: WarmSettings{Steps: 900, Batch: 16, LR: 3e-3, Warmup: 20, Chunks: 3, AnnealFrom: 0.85, AnnealFactor: 0.3, EnvWeight: 0.25, DirectPerAgent: 0.25},
 		GRPO: GRPOSettings{Steps: 2, PromptsPerStep: 4, Group: 5, MicroBatch: 20, LR: 1e-4, KLCoef: 0.001, Temperature: 1,
 			Rho: 0.25, Gamma: 0.005, Eta: 0.5, CheckpointEvery: 1},
 		Eval:     EvalSettings{Questions: 0, Batch: 64},
 		Variants: DemoVariants(),
 	}
+}
+
+// quickWorld is the quick preset's world: the encyclopedia's default
+// entity counts with the demo's 2,000-token vocabulary and 5,000 training
+// questions (its single-hop candidates run out near 5,500).
+func quickWorld(seed uint64) world.Config {
+	w := world.DefaultConfig(seed)
+	w.VocabSize = 2000
+	w.Train, w.APSCalib, w.ACICalib, w.Test = 5000, 100, 60, 110
+	return w
 }
 
 // DefaultConfig is `make demo`: a warm start sized to the budget and GRPO
