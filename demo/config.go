@@ -220,7 +220,7 @@ func quickWorld(seed uint64) world.Config {
 }
 
 // DefaultConfig is `make demo`: a warm start sized to the budget and GRPO
-// for each variant — about fifteen minutes on two cores.
+// for each variant — about eleven minutes on two cores (the issue allows fifteen).
 func DefaultConfig(seed uint64) Config {
 	return Config{
 		Preset: "default", Seed: seed, World: demoWorld(seed, 300, 150, 500), Model: tinyModel(), APS: defaultAPS(),

@@ -31,7 +31,7 @@ tiny Qwen3 on scripted search trajectories, bootstrap ACI and train with GRPO
 (CAS, −ACI, −APS), evaluate on questions about unseen entities next to a
 no-retrieval baseline, and write report.md, result.json and PNG plots.
 
-About 15 minutes (--quick: about 5) on two cores. Ctrl-C leaves a resumable
+About 11 minutes (--quick: under 3) on two cores. Ctrl-C leaves a resumable
 run: the same command continues where it stopped. --conformal-only runs the
 earlier conformal walkthrough instead (APS and ACI on simulated scores,
 seconds).`,
