@@ -172,14 +172,16 @@ func defaultAPS() APSSettings {
 	return APSSettings{Alpha: 0.2, Temperature: 1, CalibCandidates: 20, Candidates: 5, MinDocs: 1, MaxDocs: 5, TopK: 3}
 }
 
-// demoWorld is the world of both presets: the default encyclopedia scaled
-// up 2.5× (about 7,000 passages and 12,000 training questions) with a
-// 2,000-token vocabulary, and the given evaluation splits. A tiny policy
+// demoWorld is the default preset's world: the default encyclopedia
+// scaled up 2.5× (about 7,000 passages and 12,000 training questions) with
+// a 2,000-token vocabulary, and the given evaluation splits. A tiny policy
 // trained for thousands of steps memorises the facts of a small world's
-// training entities (train-rollout EM 0.7 against test EM 0.1 on the
-// default world); with enough distinct names it has to learn to copy them
-// from the question and the passages, which is what transfers to unseen
-// entities.
+// training entities; with enough distinct names it has to learn to copy
+// them from the question and the passages, which is what transfers to
+// unseen entities. Measured (seed 1): the default preset's 2,400-step warm
+// start on the quick preset's world (2.5× smaller) ends at test EM 0.19,
+// against 0.655 on this one; the quick preset's 900 steps stop before the
+// smaller world is memorised.
 func demoWorld(seed uint64, apsCalib, aciCalib, test int) world.Config {
 	w := world.DefaultConfig(seed)
 	w.Countries, w.Cities, w.People, w.Films, w.Companies, w.Bands, w.Books = 40, 400, 2250, 750, 500, 300, 550
