@@ -24,7 +24,7 @@ func newIndexCmd() *cobra.Command {
 		Use:   "index",
 		Short: "Build, search and inspect vector indexes (Flat, IVF; F32, F16, SQ8; FAISS files read)",
 	}
-	cmd.AddCommand(newIndexBuildCmd(), newIndexSearchCmd(), newIndexInfoCmd())
+	cmd.AddCommand(newIndexBuildCmd(), newIndexSearchCmd(), newIndexInfoCmd(), newIndexImportCmd())
 	return cmd
 }
 

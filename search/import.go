@@ -1,0 +1,172 @@
+package search
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// Importing Search-R1's published retrieval assets: wiki-18.jsonl (one
+// {"id","contents"} passage per line) and e5_Flat.index (a FAISS
+// IndexFlatIP of the E5 passage vectors, row i = line i of the corpus,
+// 21M × 768 float32 ≈ 65 GB). Re-embedding 21M passages on a CPU takes
+// weeks, so an import does not touch the vectors: the index folder records
+// the FAISS file's path, and opening the folder memory-maps the file in
+// place (OpenIndex), so the 65 GB are never copied or read into the heap.
+// The folder is an ordinary dense folder (FolderSettings kind "dense") whose
+// dense.vector_index is the FAISS file's path relative to the folder.
+
+// ImportOptions configure ImportFAISSFolder.
+type ImportOptions struct {
+	// EncoderPath and TokenizerPath are recorded in settings.json: the E5
+	// encoder that embeds queries (and embedded the passages).
+	EncoderPath   string
+	TokenizerPath string
+	// MaxLength is the encoder's maximum query length (0: its default).
+	MaxLength int
+	// EncoderDim > 0 is checked against the FAISS file's dimension.
+	EncoderDim int
+	// QueryPrefix and PassagePrefix default to E5's "query: " and
+	// "passage: " (Search-R1's retriever). An explicit empty prefix is
+	// recorded with NoQueryPrefix / NoPassagePrefix.
+	QueryPrefix, PassagePrefix     string
+	NoQueryPrefix, NoPassagePrefix bool
+	Progress                       io.Writer // corpus-scan progress bar (nil: silent)
+}
+
+// ImportFAISSFolder makes dir an index folder over the FAISS index file
+// faissPath (inner product: IndexFlatIP, or an IndexIDMap/IndexIVFFlat whose
+// ids are corpus rows) and the JSONL corpus corpusPath, aligned by line: the
+// file's vector count must equal the corpus's passage count (its non-blank
+// lines), else the error names both counts and both files. It writes only the
+// corpus offsets table and settings.json (last); on any error it removes what
+// it wrote, so dir never holds a half-made folder.
+func ImportFAISSFolder(faissPath, corpusPath, dir string, opt ImportOptions) (FolderSettings, error) {
+	absFAISS, err := filepath.Abs(faissPath)
+	if err != nil {
+		return FolderSettings{}, err
+	}
+	absCorpus, err := filepath.Abs(corpusPath)
+	if err != nil {
+		return FolderSettings{}, err
+	}
+	absDir, err := filepath.Abs(dir)
+	if err != nil {
+		return FolderSettings{}, err
+	}
+	st, err := os.Stat(absFAISS)
+	if err != nil {
+		return FolderSettings{}, fmt.Errorf("import: FAISS file: %w", err)
+	}
+	if st.IsDir() {
+		return FolderSettings{}, fmt.Errorf("import: %s is a folder; give the FAISS index file (e.g. e5_Flat.index)", faissPath)
+	}
+	ix, err := OpenIndex(absFAISS, nil)
+	if err != nil {
+		return FolderSettings{}, fmt.Errorf("import: %w", err)
+	}
+	n, d := ix.Len(), ix.Dim()
+	err = checkImportIndex(ix, faissPath, opt.EncoderDim)
+	ix.Close()
+	if err != nil {
+		return FolderSettings{}, err
+	}
+	if _, err := os.Stat(filepath.Join(absDir, SettingsFile)); err == nil {
+		return FolderSettings{}, fmt.Errorf("import: %s is already an index folder (it has %s); remove it or choose another --out", dir, SettingsFile)
+	}
+	created := false
+	if _, err := os.Stat(absDir); errors.Is(err, os.ErrNotExist) {
+		created = true
+	}
+	if err := os.MkdirAll(absDir, 0o755); err != nil {
+		return FolderSettings{}, fmt.Errorf("import: create index folder: %w", err)
+	}
+	offsets := filepath.Join(absDir, OffsetsFile)
+	cleanup := func() {
+		os.Remove(offsets)
+		if created {
+			os.Remove(absDir)
+		}
+	}
+	rows, err := alignCorpus(absCorpus, offsets, faissPath, corpusPath, n, opt.Progress)
+	if err != nil {
+		cleanup()
+		return FolderSettings{}, err
+	}
+	rel, err := filepath.Rel(absDir, absFAISS)
+	if err != nil {
+		rel = absFAISS
+	}
+	s := FolderSettings{
+		Kind: KindDense, Corpus: absCorpus, Offsets: OffsetsFile, Docs: rows,
+		Dense: &DenseSettings{
+			Encoder: opt.EncoderPath, Tokenizer: opt.TokenizerPath,
+			QueryPrefix: prefixOr(opt.QueryPrefix, opt.NoQueryPrefix, E5QueryPrefix), PassagePrefix: prefixOr(opt.PassagePrefix, opt.NoPassagePrefix, E5PassagePrefix),
+			Dim: d, VectorIndex: rel, MaxLength: opt.MaxLength,
+		},
+	}
+	if err := WriteFolderSettings(absDir, s); err != nil {
+		cleanup()
+		return FolderSettings{}, fmt.Errorf("import: %w", err)
+	}
+	return s, nil
+}
+
+func prefixOr(p string, none bool, def string) string {
+	if p == "" && !none {
+		return def
+	}
+	return p
+}
+
+// checkImportIndex accepts an inner-product index whose ids are rows of a
+// corpus of ix.Len() passages, of the encoder's width.
+func checkImportIndex(ix Index, name string, encDim int) error {
+	if ix.Metric() != InnerProduct {
+		return fmt.Errorf("import: %s ranks by %v distance; E5 retrieval needs an inner-product index (IndexFlatIP)", name, ix.Metric())
+	}
+	if encDim > 0 && encDim != ix.Dim() {
+		return fmt.Errorf("import: %s holds %d-d vectors but the encoder embeds %d-d ones (the passages must be embedded by the same encoder)", name, ix.Dim(), encDim)
+	}
+	if ix.Len() == 0 {
+		return fmt.Errorf("import: %s holds no vectors", name)
+	}
+	n := int64(ix.Len())
+	check := func(ids []int64) error {
+		for _, id := range ids {
+			if id < 0 || id >= n {
+				return fmt.Errorf("import: %s has vector id %d; ids must be corpus rows 0…%d (line order)", name, id, n-1)
+			}
+		}
+		return nil
+	}
+	switch v := ix.(type) {
+	case *Flat:
+		return check(v.ids)
+	case *IVF:
+		for l := range v.lists {
+			if err := check(v.lists[l].ids); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// alignCorpus builds the corpus offsets table at offsetsPath and checks that
+// the corpus has exactly vectors passages, one per non-blank line.
+func alignCorpus(corpusPath, offsetsPath, faissName, corpusName string, vectors int, progress io.Writer) (int, error) {
+	c, err := BuildCorpusOffsets(corpusPath, offsetsPath, progress)
+	if err != nil {
+		return 0, fmt.Errorf("import: %w", err)
+	}
+	rows := c.Len()
+	c.Close()
+	if rows != vectors {
+		return 0, fmt.Errorf("import: FAISS file %s holds %d vectors but corpus %s has %d passages (non-blank lines); vector i must be the passage on line i, so the counts must be equal",
+			faissName, vectors, corpusName, rows)
+	}
+	return rows, nil
+}
