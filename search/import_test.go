@@ -1,0 +1,232 @@
+package search
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cas-engine/cas/internal/sharedtest"
+)
+
+// renumberCorpus copies the first n passages of a corpus with ids that are
+// not row numbers ("wiki-<7·row+3>"), so a retriever that confused rows with
+// ids would fail.
+func renumberCorpus(t testing.TB, src, dst string, n int) {
+	t.Helper()
+	f, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out bytes.Buffer
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<24)
+	for row := 0; row < n && sc.Scan(); row++ {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatal(err)
+		}
+		m["id"] = fmt.Sprintf("wiki-%d", 7*row+3)
+		line, _ := json.Marshal(m)
+		out.Write(append(line, '\n'))
+	}
+	if err := os.WriteFile(dst, out.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestImportFAISSGolden imports the real E5 IndexFlatIP of the 1k wiki-18
+// sample with a renumbered corpus and retrieves the 32 golden queries: ids,
+// passages and scores must be FAISS's own top-10.
+func TestImportFAISSGolden(t *testing.T) {
+	corpus := sharedtest.Path(t, "data", "corpus", "wiki18_sample_1k.jsonl")
+	faiss := sharedtest.Path(t, "data", "corpus", "wiki18_sample_1k.e5_flat.index")
+	queries := readF32(t, sharedtest.Path(t, "golden", "faiss", "queries_32x768.f32"))
+	golden := readGolden(t, sharedtest.Path(t, "golden", "faiss", "flat_top10.jsonl"))
+	work := t.TempDir()
+	renamed := filepath.Join(work, "wiki.jsonl")
+	renumberCorpus(t, corpus, renamed, 1000)
+	dir := filepath.Join(work, "e5")
+	s, err := ImportFAISSFolder(faiss, renamed, dir, ImportOptions{EncoderPath: "/models/e5", EncoderDim: 768})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Kind != KindDense || s.Docs != 1000 || s.Dense.Dim != 768 || s.Dense.QueryPrefix != E5QueryPrefix ||
+		s.Dense.PassagePrefix != E5PassagePrefix || s.Dense.Encoder != "/models/e5" || filepath.IsAbs(s.Dense.VectorIndex) {
+		t.Errorf("settings %+v %+v", s, s.Dense)
+	}
+	if got, _ := filepath.Abs(filepath.Join(dir, s.Dense.VectorIndex)); got != faiss {
+		if abs, _ := filepath.Abs(faiss); got != abs {
+			t.Errorf("vector_index %q resolves to %s, want %s", s.Dense.VectorIndex, got, abs)
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 2 {
+		t.Errorf("folder holds %d entries, want settings.json and corpus.offsets only (the FAISS file stays in place)", len(entries))
+	}
+	r, _, err := OpenRetriever(dir, OpenOptions{Encoder: tableEncoder{768, queries}, LoadVectors: OpenVectorSearcher})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	names := make([]string, 32)
+	for i := range names {
+		names[i] = fmt.Sprintf("q%d", i)
+	}
+	hits, err := r.Retrieve(context.Background(), names, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := OpenCorpus(renamed, filepath.Join(dir, OffsetsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, g := range golden {
+		for j, row := range g.IDs {
+			h := hits[g.Query][j]
+			want, _ := c.Doc(int(row))
+			if h.Doc.ID != fmt.Sprintf("wiki-%d", 7*row+3) || h.Doc.Contents != want.Contents || math.Abs(float64(h.Score-g.Scores[j])) > 1e-5 {
+				t.Errorf("query %d rank %d: %s %v, want row %d (wiki-%d) %v", g.Query, j, h.Doc.ID, h.Score, row, 7*row+3, g.Scores[j])
+			}
+		}
+	}
+}
+
+// TestImportFAISSErrors checks each refusal: the error names what is wrong,
+// and the output folder is left as it was (absent, or without settings).
+func TestImportFAISSErrors(t *testing.T) {
+	corpus := sharedtest.Path(t, "data", "corpus", "wiki18_sample_1k.jsonl")
+	faiss := sharedtest.Path(t, "data", "corpus", "wiki18_sample_1k.e5_flat.index")
+	work := t.TempDir()
+	short := filepath.Join(work, "short.jsonl")
+	renumberCorpus(t, corpus, short, 999)
+	bad := filepath.Join(work, "bad.jsonl")
+	raw, _ := os.ReadFile(short)
+	os.WriteFile(bad, append(raw, "{\"id\": 1}\n"...), 0o644)
+	l2 := filepath.Join(work, "l2.index")
+	f, _ := NewFlat(4, L2, F32)
+	f.Add(nil, lowRank(1000, 4, 2, 1))
+	if err := WriteFAISS(f, l2); err != nil {
+		t.Fatal(err)
+	}
+	ip := filepath.Join(work, "ip.index")
+	g, _ := NewFlat(4, InnerProduct, F32)
+	g.Add([]int64{0, 5}, lowRank(2, 4, 2, 1))
+	if err := WriteFAISS(g, ip); err != nil {
+		t.Fatal(err)
+	}
+	existing := t.TempDir()
+	os.WriteFile(filepath.Join(existing, SettingsFile), []byte("{}"), 0o644)
+	for _, tc := range []struct {
+		name, faiss, corpus, out string
+		dim                      int
+		want                     []string
+	}{
+		{"count mismatch", faiss, short, filepath.Join(work, "a"), 0, []string{"1000 vectors", "999 passages", faiss, short}},
+		{"dimension", faiss, corpus, filepath.Join(work, "b"), 64, []string{"768-d", "64-d"}},
+		{"l2", l2, corpus, filepath.Join(work, "c"), 0, []string{"inner-product"}},
+		{"ids outside rows", ip, corpus, filepath.Join(work, "d"), 0, []string{"vector id 5"}},
+		{"bad corpus line", faiss, bad, filepath.Join(work, "e"), 0, []string{bad + ":1000", "contents"}},
+		{"missing faiss", filepath.Join(work, "none.index"), corpus, filepath.Join(work, "f"), 0, []string{"none.index"}},
+		{"folder as faiss", work, corpus, filepath.Join(work, "g"), 0, []string{"is a folder"}},
+		{"not faiss", corpus, corpus, filepath.Join(work, "h"), 0, []string{"neither"}},
+		{"existing folder", faiss, corpus, existing, 0, []string{"already an index folder"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ImportFAISSFolder(tc.faiss, tc.corpus, tc.out, ImportOptions{EncoderDim: tc.dim})
+			if err == nil {
+				t.Fatal("want an error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %q", err, w)
+				}
+			}
+			if tc.out != existing {
+				if _, err := os.Stat(tc.out); !os.IsNotExist(err) {
+					t.Errorf("%s left behind (%v)", tc.out, err)
+				}
+			}
+		})
+	}
+	// A pre-existing empty folder stays, empty.
+	empty := t.TempDir()
+	if _, err := ImportFAISSFolder(faiss, short, empty, ImportOptions{}); err == nil {
+		t.Fatal("count mismatch into an existing folder: want an error")
+	}
+	if entries, _ := os.ReadDir(empty); len(entries) != 0 {
+		t.Errorf("existing folder holds %d entries after a failed import", len(entries))
+	}
+}
+
+// FuzzImportCorpusAlignment imports a 3-vector IndexFlatIP with an arbitrary
+// corpus: it succeeds exactly when the corpus parses into 3 passages, and a
+// failure leaves no folder.
+func FuzzImportCorpusAlignment(f *testing.F) {
+	for _, s := range []string{
+		"{\"id\":\"a\",\"contents\":\"x\"}\n{\"id\":\"b\",\"contents\":\"y\"}\n{\"id\":\"c\",\"contents\":\"z\"}\n",
+		"{\"id\":\"a\",\"contents\":\"x\"}\n\n{\"id\":\"b\",\"contents\":\"y\"}\n{\"id\":7,\"contents\":\"z\"}",
+		"{\"id\":\"a\",\"contents\":\"x\"}\n{\"id\":\"b\",\"contents\":\"y\"}\n",
+		"{\"id\":\"a\",\"contents\":\"x\"}\n{\"id\":\"b\"}\n{\"id\":\"c\",\"contents\":\"z\"}\n",
+		"", "\n\n\n", "{", "[1,2,3]\n",
+	} {
+		f.Add([]byte(s))
+	}
+	work := f.TempDir()
+	ix := filepath.Join(work, "three.index")
+	flat, _ := NewFlat(4, InnerProduct, F32)
+	flat.Add(nil, lowRank(3, 4, 2, 1))
+	if err := WriteFAISS(flat, ix); err != nil {
+		f.Fatal(err)
+	}
+	n := 0
+	f.Fuzz(func(t *testing.T, corpus []byte) {
+		n++
+		path := filepath.Join(work, fmt.Sprintf("c%d.jsonl", n))
+		if err := os.WriteFile(path, corpus, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(path)
+		out := filepath.Join(work, fmt.Sprintf("out%d", n))
+		defer os.RemoveAll(out)
+		var passages int
+		parsed := true
+		scanJSONLines(bytes.NewReader(corpus), func(_ int, _ uint64, line []byte) error {
+			if _, err := ParseDocLine(line); err != nil {
+				parsed = false
+			}
+			passages++
+			return nil
+		})
+		s, err := ImportFAISSFolder(ix, path, out, ImportOptions{})
+		if ok := parsed && passages == 3; ok != (err == nil) {
+			t.Fatalf("corpus %q (%d passages, parsed %v): import error %v", corpus, passages, parsed, err)
+		}
+		if err != nil {
+			if _, serr := os.Stat(out); !os.IsNotExist(serr) {
+				t.Fatalf("failed import left %s", out)
+			}
+			return
+		}
+		if s.Docs != 3 {
+			t.Fatalf("docs %d", s.Docs)
+		}
+		r, _, err := OpenRetriever(out, OpenOptions{Encoder: tableEncoder{4, lowRank(1, 4, 2, 2)}, LoadVectors: OpenVectorSearcher})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		hits, err := r.Retrieve(context.Background(), []string{"q0"}, 3)
+		if err != nil || len(hits[0]) != 3 {
+			t.Fatalf("retrieve: %v %v", hits, err)
+		}
+	})
+}
