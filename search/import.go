@@ -1,6 +1,7 @@
 package search
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -33,8 +34,22 @@ type ImportOptions struct {
 	// recorded with NoQueryPrefix / NoPassagePrefix.
 	QueryPrefix, PassagePrefix     string
 	NoQueryPrefix, NoPassagePrefix bool
-	Progress                       io.Writer // corpus-scan progress bar (nil: silent)
+	Progress                       io.Writer // progress bars (nil: silent)
+
+	// Conversion while importing (import_convert.go): Encoding F16 or SQ8,
+	// or NList > 0 lists of an IVF index (NProbe lists searched by
+	// default), re-encode the vectors of a flat FAISS file into
+	// dir/vectors; the zero values keep the FAISS file in place. TrainSize
+	// caps the training sample (SQ8: 65,536; IVF: 256·NList vectors).
+	Encoding  Encoding
+	NList     int
+	NProbe    int
+	TrainSize int
+	KMeans    KMeansOptions
+	Chunk     int // vectors per streamed chunk (default 16,384)
 }
+
+func (o ImportOptions) converts() bool { return o.Encoding != F32 || o.NList > 0 }
 
 // ImportFAISSFolder makes dir an index folder over the FAISS index file
 // faissPath (inner product: IndexFlatIP, or an IndexIDMap/IndexIVFFlat whose
@@ -43,7 +58,7 @@ type ImportOptions struct {
 // lines), else the error names both counts and both files. It writes only the
 // corpus offsets table and settings.json (last); on any error it removes what
 // it wrote, so dir never holds a half-made folder.
-func ImportFAISSFolder(faissPath, corpusPath, dir string, opt ImportOptions) (FolderSettings, error) {
+func ImportFAISSFolder(ctx context.Context, faissPath, corpusPath, dir string, opt ImportOptions) (FolderSettings, error) {
 	absFAISS, err := filepath.Abs(faissPath)
 	if err != nil {
 		return FolderSettings{}, err
@@ -67,11 +82,14 @@ func ImportFAISSFolder(faissPath, corpusPath, dir string, opt ImportOptions) (Fo
 	if err != nil {
 		return FolderSettings{}, fmt.Errorf("import: %w", err)
 	}
+	defer ix.Close()
 	n, d := ix.Len(), ix.Dim()
-	err = checkImportIndex(ix, faissPath, opt.EncoderDim)
-	ix.Close()
-	if err != nil {
+	if err := checkImportIndex(ix, faissPath, opt.EncoderDim); err != nil {
 		return FolderSettings{}, err
+	}
+	src, isFlat := ix.(*Flat)
+	if opt.converts() && (!isFlat || src.codes.enc != F32) {
+		return FolderSettings{}, fmt.Errorf("import: %s is not a flat float32 index; only IndexFlatIP files can be converted (--f16, --sq8, --ivf)", faissPath)
 	}
 	if _, err := os.Stat(filepath.Join(absDir, SettingsFile)); err == nil {
 		return FolderSettings{}, fmt.Errorf("import: %s is already an index folder (it has %s); remove it or choose another --out", dir, SettingsFile)
@@ -84,8 +102,10 @@ func ImportFAISSFolder(faissPath, corpusPath, dir string, opt ImportOptions) (Fo
 		return FolderSettings{}, fmt.Errorf("import: create index folder: %w", err)
 	}
 	offsets := filepath.Join(absDir, OffsetsFile)
+	vectors := filepath.Join(absDir, VectorsDir)
 	cleanup := func() {
 		os.Remove(offsets)
+		os.RemoveAll(vectors)
 		if created {
 			os.Remove(absDir)
 		}
@@ -98,6 +118,22 @@ func ImportFAISSFolder(faissPath, corpusPath, dir string, opt ImportOptions) (Fo
 	rel, err := filepath.Rel(absDir, absFAISS)
 	if err != nil {
 		rel = absFAISS
+	}
+	if opt.converts() {
+		if err := os.MkdirAll(vectors, 0o755); err != nil {
+			cleanup()
+			return FolderSettings{}, fmt.Errorf("import: %w", err)
+		}
+		spec := convertSpec{enc: opt.Encoding, nlist: opt.NList, nprobe: opt.NProbe, trainSize: opt.TrainSize,
+			kmeans: opt.KMeans, chunk: opt.Chunk, progress: opt.Progress}
+		if err := convertFlatSource(ctx, src, filepath.Join(vectors, casFileName), spec); err != nil {
+			cleanup()
+			if ctx.Err() != nil {
+				return FolderSettings{}, fmt.Errorf("import interrupted while converting %s (nothing kept; rerun the same command to start over): %w", faissPath, err)
+			}
+			return FolderSettings{}, fmt.Errorf("import: convert %s: %w", faissPath, err)
+		}
+		rel = VectorsDir
 	}
 	s := FolderSettings{
 		Kind: KindDense, Corpus: absCorpus, Offsets: OffsetsFile, Docs: rows,

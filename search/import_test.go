@@ -54,7 +54,7 @@ func TestImportFAISSGolden(t *testing.T) {
 	renamed := filepath.Join(work, "wiki.jsonl")
 	renumberCorpus(t, corpus, renamed, 1000)
 	dir := filepath.Join(work, "e5")
-	s, err := ImportFAISSFolder(faiss, renamed, dir, ImportOptions{EncoderPath: "/models/e5", EncoderDim: 768})
+	s, err := ImportFAISSFolder(context.Background(), faiss, renamed, dir, ImportOptions{EncoderPath: "/models/e5", EncoderDim: 768})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestImportFAISSErrors(t *testing.T) {
 		{"existing folder", faiss, corpus, existing, 0, []string{"already an index folder"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ImportFAISSFolder(tc.faiss, tc.corpus, tc.out, ImportOptions{EncoderDim: tc.dim})
+			_, err := ImportFAISSFolder(context.Background(), tc.faiss, tc.corpus, tc.out, ImportOptions{EncoderDim: tc.dim})
 			if err == nil {
 				t.Fatal("want an error")
 			}
@@ -159,7 +159,7 @@ func TestImportFAISSErrors(t *testing.T) {
 	}
 	// A pre-existing empty folder stays, empty.
 	empty := t.TempDir()
-	if _, err := ImportFAISSFolder(faiss, short, empty, ImportOptions{}); err == nil {
+	if _, err := ImportFAISSFolder(context.Background(), faiss, short, empty, ImportOptions{}); err == nil {
 		t.Fatal("count mismatch into an existing folder: want an error")
 	}
 	if entries, _ := os.ReadDir(empty); len(entries) != 0 {
@@ -206,7 +206,7 @@ func FuzzImportCorpusAlignment(f *testing.F) {
 			passages++
 			return nil
 		})
-		s, err := ImportFAISSFolder(ix, path, out, ImportOptions{})
+		s, err := ImportFAISSFolder(context.Background(), ix, path, out, ImportOptions{})
 		if ok := parsed && passages == 3; ok != (err == nil) {
 			t.Fatalf("corpus %q (%d passages, parsed %v): import error %v", corpus, passages, parsed, err)
 		}
@@ -229,4 +229,133 @@ func FuzzImportCorpusAlignment(f *testing.F) {
 			t.Fatalf("retrieve: %v %v", hits, err)
 		}
 	})
+}
+
+// writeTestCorpus writes n one-line passages with ids "d<row>".
+func writeTestCorpus(t testing.TB, path string, n int) {
+	t.Helper()
+	var b bytes.Buffer
+	for i := range n {
+		fmt.Fprintf(&b, "{\"id\":\"d%d\",\"contents\":\"\\\"T%d\\\"\\npassage %d\"}\n", i, i, i)
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func unitRows(x []float32, d int) []float32 {
+	for i := 0; i < len(x); i += d {
+		var s float64
+		for _, v := range x[i : i+d] {
+			s += float64(v) * float64(v)
+		}
+		for j := i; j < i+d; j++ {
+			x[j] /= float32(math.Sqrt(s))
+		}
+	}
+	return x
+}
+
+// TestImportConvert imports a FAISS IndexFlatIP with each streamed
+// conversion: the file written must search exactly like the same index
+// built in memory (same training sample), and recall@10 against exact
+// search must reach each encoding's bound.
+func TestImportConvert(t *testing.T) {
+	const n, nq, d, k = 20000, 200, 64, 10
+	all := unitRows(lowRank(n+nq, d, 16, 7), d)
+	base, q := all[:n*d], all[n*d:]
+	work := t.TempDir()
+	exact, _ := NewFlat(d, InnerProduct, F32)
+	exact.Add(nil, base)
+	faissPath := filepath.Join(work, "flat.index")
+	if err := WriteFAISS(exact, faissPath); err != nil {
+		t.Fatal(err)
+	}
+	_, flatIDs, _ := exact.Search(q, k, nil)
+	wantIDs := make([][]int64, nq)
+	for i := range wantIDs {
+		wantIDs[i] = flatIDs[i*k : (i+1)*k]
+	}
+	corpus := filepath.Join(work, "c.jsonl")
+	writeTestCorpus(t, corpus, n)
+	km := KMeansOptions{Iterations: 10, Seed: 5, Threads: 2}
+	for _, tc := range []struct {
+		name      string
+		enc       Encoding
+		nlist     int
+		nprobe    []int
+		minRecall []float64
+	}{
+		{"f16", F16, 0, []int{0}, []float64{0.99}},
+		{"sq8", SQ8, 0, []int{0}, []float64{0.97}},
+		{"ivf64-sq8", SQ8, 64, []int{64, 16, 4}, []float64{0.97, 0.95, 0.65}},
+		{"ivf32-f16", F16, 32, []int{32}, []float64{0.99}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(work, tc.name)
+			s, err := ImportFAISSFolder(context.Background(), faissPath, corpus, dir, ImportOptions{
+				Encoding: tc.enc, NList: tc.nlist, NProbe: 3, KMeans: km, Chunk: 999, TrainSize: 5000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Dense.VectorIndex != VectorsDir || s.Docs != n {
+				t.Errorf("settings %+v", s.Dense)
+			}
+			got, err := OpenIndex(filepath.Join(dir, VectorsDir), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer got.Close()
+			// The same index built in memory from the same sample.
+			var ref Index
+			sample := trainingSample(exact, 5000)
+			if tc.nlist > 0 {
+				ivf, _ := NewIVF(d, tc.nlist, IVFOptions{Metric: InnerProduct, Encoding: tc.enc, NProbe: 3, KMeans: km})
+				ref = ivf
+			} else {
+				ref, _ = NewFlat(d, InnerProduct, tc.enc)
+			}
+			if err := ref.Train(sample); err != nil {
+				t.Fatal(err)
+			}
+			ref.Add(nil, base)
+			if info := Describe(got); info.Count != n || info.Encoding != tc.enc.String() || info.NList != tc.nlist || (tc.nlist > 0 && info.NProbe != 3) {
+				t.Errorf("converted index %+v", info)
+			}
+			for i, np := range tc.nprobe {
+				p := &SearchParams{NProbe: np}
+				gs, gi, err := got.Search(q, k, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rs, ri, _ := ref.Search(q, k, p)
+				sameResults(t, fmt.Sprintf("%s nprobe %d: converted vs in memory", tc.name, np), gs, gi, rs, ri)
+				r := recallAt(gi, wantIDs, k)
+				t.Logf("%s nprobe %d: recall@10 %.4f", tc.name, np, r)
+				if r < tc.minRecall[i] {
+					t.Errorf("%s nprobe %d: recall@10 %.4f < %.2f", tc.name, np, r, tc.minRecall[i])
+				}
+			}
+		})
+	}
+	// A converted import that fails (here: more lists than vectors) leaves
+	// nothing; so does an interrupted one.
+	for _, opt := range []ImportOptions{{Encoding: SQ8, NList: n + 1}, {Encoding: F16}} {
+		ctx, cancel := context.WithCancel(context.Background())
+		if opt.Encoding == F16 {
+			cancel()
+		}
+		out := filepath.Join(work, "failed")
+		_, err := ImportFAISSFolder(ctx, faissPath, corpus, out, opt)
+		cancel()
+		if err == nil {
+			t.Fatalf("%+v: want an error", opt)
+		}
+		if opt.Encoding == F16 && !strings.Contains(err.Error(), "rerun") {
+			t.Errorf("interrupted: %v", err)
+		}
+		if _, serr := os.Stat(out); !os.IsNotExist(serr) {
+			t.Errorf("%+v: %s left behind", opt, out)
+		}
+	}
 }

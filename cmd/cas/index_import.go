@@ -75,7 +75,7 @@ func runIndexImport(cmd *cobra.Command, f *indexImportFlags) error {
 	if tok == "" {
 		tok = filepath.Join(f.dense.encoder, "tokenizer.json")
 	}
-	s, err := search.ImportFAISSFolder(f.faiss, f.corpus, f.out, search.ImportOptions{
+	s, err := search.ImportFAISSFolder(cmd.Context(), f.faiss, f.corpus, f.out, search.ImportOptions{
 		EncoderPath: absPath(f.dense.encoder), TokenizerPath: absPath(tok),
 		MaxLength: f.dense.maxLen, EncoderDim: dim,
 		QueryPrefix: f.queryPrefix, PassagePrefix: f.passagePrefix,

@@ -1,0 +1,323 @@
+package search
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// Converting imports. ImportFAISSFolder can re-encode the F32 vectors of a
+// FAISS flat file while importing (F16: half the memory; SQ8: a quarter;
+// IVF with nlist lists, SQ8 residual codes as FAISS's
+// IndexIVFScalarQuantizer) into dir/vectors/index.cas. The conversion
+// streams: the source stays memory-mapped and is read chunk by chunk, and
+// the codes go straight to their place in the output file (pwrite into a
+// pre-sized temporary file, renamed when complete), so the heap holds one
+// chunk, the training sample, and for IVF one int32 list number per vector
+// (84 MB for wiki-18's 21M) — never the index.
+
+// casStreamHeader is the room reserved for the prefix and JSON header of a
+// streamed cas file: the header is written last, padded with spaces (valid
+// JSON whitespace) to fill it, so the data start is fixed before any
+// section is written.
+const casStreamHeader = 4096
+
+// casStreamWriter writes a cas index file whose sections are filled in any
+// order by offset, then checksummed and headed by finish.
+type casStreamWriter struct {
+	f    *os.File
+	path string
+	secs []casSection
+}
+
+func createCASStream(path string, names []string, lengths []int64) (*casStreamWriter, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return nil, fmt.Errorf("write index: %w", err)
+	}
+	w := &casStreamWriter{f: tmp, path: path}
+	var off int64
+	for i, name := range names {
+		w.secs = append(w.secs, casSection{Name: name, Offset: off, Length: lengths[i]})
+		off = alignUp(off+lengths[i], casAlign)
+	}
+	if err := tmp.Truncate(casStreamHeader + off); err != nil {
+		w.abort()
+		return nil, fmt.Errorf("write index %s: %w", path, err)
+	}
+	return w, nil
+}
+
+// writeAt writes b at byte off of section sec.
+func (w *casStreamWriter) writeAt(sec int, off int64, b []byte) error {
+	s := w.secs[sec]
+	if off < 0 || off+int64(len(b)) > s.Length {
+		return fmt.Errorf("write index: %d bytes at %d overflow section %q of %d", len(b), off, s.Name, s.Length)
+	}
+	_, err := w.f.WriteAt(b, casStreamHeader+s.Offset+off)
+	return err
+}
+
+// finish checksums every section (reading the file back sequentially),
+// writes the prefix and header, syncs and renames the file into place.
+func (w *casStreamWriter) finish(h *casHeader) error {
+	buf := make([]byte, 1<<20)
+	for i := range w.secs {
+		s := &w.secs[i]
+		r := io.NewSectionReader(w.f, casStreamHeader+s.Offset, s.Length)
+		crc := uint32(0)
+		for {
+			n, err := r.Read(buf)
+			crc = crc32.Update(crc, castagnoli, buf[:n])
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				w.abort()
+				return fmt.Errorf("write index %s: %w", w.path, err)
+			}
+		}
+		s.CRC32C = crc
+	}
+	h.Sections = w.secs
+	hj, err := json.Marshal(h)
+	if err == nil && casPrefix+len(hj) > casStreamHeader {
+		err = fmt.Errorf("header of %d bytes exceeds the %d reserved", len(hj), casStreamHeader-casPrefix)
+	}
+	if err != nil {
+		w.abort()
+		return fmt.Errorf("write index %s: %w", w.path, err)
+	}
+	hj = append(hj, bytes.Repeat([]byte{' '}, casStreamHeader-casPrefix-len(hj))...)
+	var pre [casPrefix]byte
+	copy(pre[:], casMagic)
+	binary.LittleEndian.PutUint32(pre[8:], casVersion)
+	binary.LittleEndian.PutUint32(pre[12:], uint32(len(hj)))
+	binary.LittleEndian.PutUint32(pre[16:], crc32.Checksum(hj, castagnoli))
+	_, err = w.f.WriteAt(append(pre[:], hj...), 0)
+	if err == nil {
+		err = w.f.Sync()
+	}
+	if cerr := w.f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(w.f.Name(), w.path)
+	}
+	if err != nil {
+		os.Remove(w.f.Name())
+		return fmt.Errorf("write index %s: %w", w.path, err)
+	}
+	return nil
+}
+
+func (w *casStreamWriter) abort() {
+	w.f.Close()
+	os.Remove(w.f.Name())
+}
+
+// convertSpec is what a converting import builds.
+type convertSpec struct {
+	enc       Encoding
+	nlist     int // > 0: IVF
+	nprobe    int
+	trainSize int
+	kmeans    KMeansOptions
+	chunk     int
+	progress  io.Writer
+}
+
+// convertFlatSource streams the F32 flat index src into a cas index file at
+// path, re-encoded per spec.
+func convertFlatSource(ctx context.Context, src *Flat, path string, spec convertSpec) error {
+	if src.codes.enc != F32 {
+		return fmt.Errorf("convert: source is %v, want f32", src.codes.enc)
+	}
+	if spec.chunk <= 0 {
+		spec.chunk = 16384
+	}
+	if spec.nlist > 0 {
+		return convertIVF(ctx, src, path, spec)
+	}
+	return convertFlat(ctx, src, path, spec)
+}
+
+// trainingSample copies m evenly spaced rows of src (all when m ≥ n).
+func trainingSample(src *Flat, m int) []float32 {
+	n, d := src.Len(), src.d
+	m = min(max(m, 1), n)
+	x := make([]float32, 0, m*d)
+	for i := range m {
+		j := int(int64(i) * int64(n) / int64(m))
+		x = append(x, src.codes.f32[j*d:(j+1)*d]...)
+	}
+	return x
+}
+
+func convertFlat(ctx context.Context, src *Flat, path string, spec convertSpec) error {
+	n, d := src.Len(), src.d
+	dst, err := NewFlat(d, src.metric, spec.enc)
+	if err != nil {
+		return err
+	}
+	if spec.enc == SQ8 {
+		m := spec.trainSize
+		if m <= 0 {
+			m = 1 << 16
+		}
+		if err := dst.Train(trainingSample(src, m)); err != nil {
+			return fmt.Errorf("convert: %w", err)
+		}
+	}
+	names := []string{"codes"}
+	lengths := []int64{int64(n) * int64(d) * int64(spec.enc.bytesPer())}
+	if src.ids != nil {
+		names, lengths = append(names, "ids"), append(lengths, int64(n)*8)
+	}
+	if spec.enc == SQ8 {
+		names, lengths = append(names, "sq_min", "sq_scale"), append(lengths, int64(d)*4, int64(d)*4)
+	}
+	w, err := createCASStream(path, names, lengths)
+	if err != nil {
+		return err
+	}
+	bar := newRetrievalCountBar(spec.progress, int64(n), "convert to "+spec.enc.String())
+	defer bar.Finish()
+	codes := newVecCodes(spec.enc, d)
+	bp := int64(d) * int64(spec.enc.bytesPer())
+	for lo := 0; lo < n; lo += spec.chunk {
+		if err := ctx.Err(); err != nil {
+			w.abort()
+			return err
+		}
+		hi := min(n, lo+spec.chunk)
+		codes.n, codes.f32, codes.f16, codes.u8 = 0, codes.f32[:0], codes.f16[:0], codes.u8[:0]
+		codes.appendVectors(src.codes.f32[lo*d:hi*d], dst.sq)
+		if err := w.writeAt(0, int64(lo)*bp, codesBytes(&codes)); err != nil {
+			w.abort()
+			return err
+		}
+		bar.Add(hi - lo)
+	}
+	sec := 1
+	if src.ids != nil {
+		if err := w.writeAt(sec, 0, bytesOf(src.ids)); err != nil {
+			w.abort()
+			return err
+		}
+		sec++
+	}
+	if spec.enc == SQ8 {
+		if err := errors.Join(w.writeAt(sec, 0, bytesOf(dst.sq.Min)), w.writeAt(sec+1, 0, bytesOf(dst.sq.Scale))); err != nil {
+			w.abort()
+			return err
+		}
+	}
+	return w.finish(&casHeader{Kind: "flat", Metric: src.metric.String(), Encoding: spec.enc.String(), Dim: d, Count: int64(n)})
+}
+
+// convertIVF trains the coarse quantizer (and SQ8 ranges of the residuals)
+// on an evenly spaced sample, assigns every vector to its list (pass 1),
+// then writes each vector's code and id at its place in its list (pass 2).
+func convertIVF(ctx context.Context, src *Flat, path string, spec convertSpec) error {
+	n, d := src.Len(), src.d
+	if spec.nlist > n {
+		return fmt.Errorf("convert: --ivf %d lists for %d vectors (at most one list per vector)", spec.nlist, n)
+	}
+	ix, err := NewIVF(d, spec.nlist, IVFOptions{Metric: src.metric, Encoding: spec.enc, NProbe: spec.nprobe, KMeans: spec.kmeans, Progress: spec.progress})
+	if err != nil {
+		return err
+	}
+	m := spec.trainSize
+	if m <= 0 {
+		m = 256 * spec.nlist
+	}
+	if err := ix.Train(trainingSample(src, max(m, spec.nlist))); err != nil {
+		return fmt.Errorf("convert: %w", err)
+	}
+	q := ix.quantizer
+	assign := make([]int32, n)
+	sizes := make([]uint64, spec.nlist)
+	bar := newRetrievalCountBar(spec.progress, int64(n), "assign lists")
+	for lo := 0; lo < n; lo += spec.chunk {
+		if err := ctx.Err(); err != nil {
+			bar.Finish()
+			return err
+		}
+		hi := min(n, lo+spec.chunk)
+		lists, err := assignLists(q, src.codes.f32[lo*d:hi*d], spec.kmeans.Threads)
+		if err != nil {
+			bar.Finish()
+			return fmt.Errorf("convert: %w", err)
+		}
+		for i, l := range lists {
+			assign[lo+i] = int32(l)
+			sizes[l]++
+		}
+		bar.Add(hi - lo)
+	}
+	bar.Finish()
+	offs := make([]uint64, spec.nlist+1)
+	for l, s := range sizes {
+		offs[l+1] = offs[l] + s
+	}
+	names := []string{"codes", "ids", "centroids", "list_offsets"}
+	lengths := []int64{int64(n) * int64(d) * int64(spec.enc.bytesPer()), int64(n) * 8, int64(spec.nlist) * int64(d) * 4, int64(spec.nlist+1) * 8}
+	if spec.enc == SQ8 {
+		names, lengths = append(names, "sq_min", "sq_scale"), append(lengths, int64(d)*4, int64(d)*4)
+	}
+	w, err := createCASStream(path, names, lengths)
+	if err != nil {
+		return err
+	}
+	fail := func(err error) error {
+		w.abort()
+		return err
+	}
+	cursor := append([]uint64(nil), offs[:spec.nlist]...)
+	bp := int64(d) * int64(spec.enc.bytesPer())
+	res := make([]float32, d)
+	codes := newVecCodes(spec.enc, d)
+	var id [8]byte
+	bar = newRetrievalCountBar(spec.progress, int64(n), "write lists ("+spec.enc.String()+")")
+	defer bar.Finish()
+	for j := range n {
+		if j%spec.chunk == 0 {
+			if err := ctx.Err(); err != nil {
+				return fail(err)
+			}
+			bar.Add(min(spec.chunk, n-j))
+		}
+		l := assign[j]
+		v := src.codes.f32[j*d : (j+1)*d]
+		if ix.residual {
+			subtract(res, v, q.codes.f32[int(l)*d:(int(l)+1)*d])
+			v = res
+		}
+		codes.n, codes.f32, codes.f16, codes.u8 = 0, codes.f32[:0], codes.f16[:0], codes.u8[:0]
+		codes.appendVectors(v, ix.sq)
+		pos := cursor[l]
+		cursor[l]++
+		binary.LittleEndian.PutUint64(id[:], uint64(src.ID(j)))
+		if err := errors.Join(w.writeAt(0, int64(pos)*bp, codesBytes(&codes)), w.writeAt(1, int64(pos)*8, id[:])); err != nil {
+			return fail(err)
+		}
+	}
+	if err := errors.Join(w.writeAt(2, 0, bytesOf(q.codes.f32)), w.writeAt(3, 0, bytesOf(offs))); err != nil {
+		return fail(err)
+	}
+	if spec.enc == SQ8 {
+		if err := errors.Join(w.writeAt(4, 0, bytesOf(ix.sq.Min)), w.writeAt(5, 0, bytesOf(ix.sq.Scale))); err != nil {
+			return fail(err)
+		}
+	}
+	return w.finish(&casHeader{Kind: "ivf", Metric: src.metric.String(), Encoding: spec.enc.String(), Dim: d, Count: int64(n),
+		NList: spec.nlist, NProbe: ix.nprobe, Residual: ix.residual})
+}
