@@ -15,6 +15,10 @@ type indexImportFlags struct {
 	faiss, corpus, out         string
 	queryPrefix, passagePrefix string
 	dense                      denseFlags
+	f16, sq8                   bool
+	ivf, nprobe, trainSize     int
+	iterations, threads        int
+	seed                       uint64
 }
 
 func newIndexImportCmd() *cobra.Command {
@@ -34,7 +38,14 @@ prefixes ("query: " / "passage: "; --query-prefix and --passage-prefix
 override them, "" for none). The FAISS file is memory-mapped in place when
 the folder is opened, never copied. The folder then works wherever an index
 folder does: cas index search --index DIR --query TEXT, cas serve --index DIR,
-and the eval/train/calibrate retriever settings.`,
+and the eval/train/calibrate retriever settings.
+
+--f16 (half the memory), --sq8 (a quarter) and --ivf NLIST (an IVF index,
+with --sq8 residual codes as FAISS's IndexIVFScalarQuantizer) instead
+re-encode the vectors into DIR/vectors while importing, streamed chunk by
+chunk from the memory-mapped file straight into the output file, so memory
+stays bounded (one chunk, the training sample and, for IVF, 4 bytes per
+vector); the FAISS file is then no longer needed by the folder.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runIndexImport(cmd, &f) },
 	}
@@ -44,6 +55,14 @@ and the eval/train/calibrate retriever settings.`,
 	fl.StringVar(&f.out, "out", "", "index folder to create")
 	fl.StringVar(&f.queryPrefix, "query-prefix", search.E5QueryPrefix, "prefix added to every query before encoding")
 	fl.StringVar(&f.passagePrefix, "passage-prefix", search.E5PassagePrefix, "prefix the passages were embedded with (recorded)")
+	fl.BoolVar(&f.f16, "f16", false, "convert the vectors to float16 (half the memory)")
+	fl.BoolVar(&f.sq8, "sq8", false, "convert the vectors to 8-bit scalar-quantized codes (a quarter of the memory)")
+	fl.IntVar(&f.ivf, "ivf", 0, "convert to an IVF index with this many lists (combine with --sq8 or --f16)")
+	fl.IntVar(&f.nprobe, "nprobe", 1, "IVF: lists a search visits by default")
+	fl.IntVar(&f.trainSize, "train-size", 0, "vectors sampled for training (default 256·nlist for IVF, 65536 for SQ8)")
+	fl.IntVar(&f.iterations, "iter", 10, "IVF: k-means iterations")
+	fl.Uint64Var(&f.seed, "seed", 1234, "IVF: k-means seed")
+	fl.IntVar(&f.threads, "threads", 0, "goroutines (default: all cores)")
 	f.dense.register(cmd)
 	if fl.Lookup("tokenizer") == nil { // keep --tokenizer if the shared flags name it otherwise
 		fl.StringVar(&f.dense.tokenizer, "tokenizer", "", "tokenizer.json of the encoder (default: <encoder>/tokenizer.json)")
@@ -62,14 +81,27 @@ func runIndexImport(cmd *cobra.Command, f *indexImportFlags) error {
 	case f.dense.encoder == "":
 		return errors.New("index import: --encoder DIR is required (the E5 encoder that embedded the passages)")
 	}
+	if f.f16 && f.sq8 {
+		return errors.New("index import: --f16 and --sq8 exclude each other")
+	}
+	if f.ivf < 0 || f.trainSize < 0 {
+		return fmt.Errorf("index import: --ivf %d and --train-size %d must not be negative", f.ivf, f.trainSize)
+	}
+	enc := search.F32
+	switch {
+	case f.f16:
+		enc = search.F16
+	case f.sq8:
+		enc = search.SQ8
+	}
 	start := time.Now()
 	// Load the encoder once: a missing model or tokenizer, or a width that
 	// differs from the FAISS file's, fails here rather than at serve time.
-	enc, release, err := loadE5(f.dense)
+	e5, release, err := loadE5(f.dense)
 	if err != nil {
 		return fmt.Errorf("index import: %w", err)
 	}
-	dim := enc.Dim()
+	dim := e5.Dim()
 	release()
 	tok := f.dense.tokenizer
 	if tok == "" {
@@ -81,11 +113,20 @@ func runIndexImport(cmd *cobra.Command, f *indexImportFlags) error {
 		QueryPrefix: f.queryPrefix, PassagePrefix: f.passagePrefix,
 		NoQueryPrefix: f.queryPrefix == "", NoPassagePrefix: f.passagePrefix == "",
 		Progress: cmd.ErrOrStderr(),
+		Encoding: enc, NList: f.ivf, NProbe: f.nprobe, TrainSize: f.trainSize,
+		KMeans: search.KMeansOptions{Iterations: f.iterations, Seed: f.seed, Threads: f.threads},
 	})
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(cmd.OutOrStdout(), "imported %d passages × %d-d vectors from %s (memory-mapped in place) with corpus %s in %.2fs; wrote %s\n",
-		s.Docs, s.Dense.Dim, f.faiss, f.corpus, time.Since(start).Seconds(), f.out)
+	how := "memory-mapped in place"
+	if s.Dense.VectorIndex == search.VectorsDir {
+		how = "converted to " + enc.String()
+		if f.ivf > 0 {
+			how = fmt.Sprintf("converted to IVF%d-%v", f.ivf, enc)
+		}
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "imported %d passages × %d-d vectors from %s (%s) with corpus %s in %.2fs; wrote %s\n",
+		s.Docs, s.Dense.Dim, f.faiss, how, f.corpus, time.Since(start).Seconds(), f.out)
 	return err
 }

@@ -297,6 +297,47 @@ func TestIndexImportEndToEnd(t *testing.T) {
 		t.Errorf("serve after SIGTERM: %v (%s)", err, srvErr.String())
 	}
 
+	// Streamed conversions while importing: recall@10 against exact search.
+	for _, tc := range []struct {
+		flags     []string
+		minRecall float64
+	}{
+		{[]string{"--f16"}, 0.99},
+		{[]string{"--sq8"}, 0.95},
+		{[]string{"--ivf", "8", "--sq8", "--nprobe", "8"}, 0.95},
+	} {
+		out := "conv" + strings.Join(tc.flags, "")
+		args := append([]string{"index", "import", "--faiss", "e5_Flat.index", "--corpus", "wiki.jsonl", "--encoder", encoder, "--tokenizer", tok, "--out", out}, tc.flags...)
+		if stdout, stderr, code := casIn(t, bin, wd, args...); code != 0 || !strings.Contains(stdout, "converted to") {
+			t.Fatalf("import %q: exit %d: %s %s", tc.flags, code, stdout, stderr)
+		}
+		args = []string{"index", "search", "--index", out, "-k", "10"}
+		for _, q := range queries {
+			args = append(args, "--query", q)
+		}
+		stdout, stderr, code := casIn(t, bin, wd, args...)
+		if code != 0 {
+			t.Fatalf("search %q: exit %d: %s", tc.flags, code, stderr)
+		}
+		hit := 0
+		for i, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+			var r textSearchResult
+			json.Unmarshal([]byte(line), &r)
+			for _, h := range r.Hits {
+				for _, w := range want[i] {
+					if h.ID == w.ID {
+						hit++
+					}
+				}
+			}
+		}
+		if r := float64(hit) / float64(10*len(queries)); r < tc.minRecall {
+			t.Errorf("import %q: recall@10 %.3f < %.2f", tc.flags, r, tc.minRecall)
+		} else {
+			t.Logf("import %q: recall@10 %.3f", tc.flags, r)
+		}
+	}
+
 	// The retriever settings of calibrate (as eval and train) accept the folder.
 	qa := sharedtest.Path(t, "data", "qa", "nq_test_1k.jsonl")
 	if _, stderr, code := casIn(t, bin, wd, "calibrate", "aps", "--qa", qa, "--index", "e5", "--topk", "5", "--n", "20", "--test", "10", "--no-progress", "--out", "qhat.json"); code != 0 {
@@ -323,6 +364,8 @@ func TestIndexImportEndToEnd(t *testing.T) {
 		{[]string{"--faiss", "e5_Flat.index", "--encoder", encoder, "--out", "bad"}, []string{"--corpus"}},
 		{[]string{"--faiss", "e5_Flat.index", "--corpus", "wiki.jsonl", "--out", "bad"}, []string{"--encoder"}},
 		{[]string{"--faiss", "e5_Flat.index", "--corpus", "wiki.jsonl", "--encoder", encoder}, []string{"--out"}},
+		{[]string{"--faiss", "e5_Flat.index", "--corpus", "wiki.jsonl", "--encoder", encoder, "--tokenizer", tok, "--out", "bad", "--f16", "--sq8"}, []string{"exclude"}},
+		{[]string{"--faiss", "e5_Flat.index", "--corpus", "wiki.jsonl", "--encoder", encoder, "--tokenizer", tok, "--out", "bad", "--ivf", "301", "--sq8"}, []string{"301 lists for 300 vectors"}},
 	} {
 		_, stderr, code := casIn(t, bin, wd, append([]string{"index", "import"}, tc.args...)...)
 		if code == 0 {
