@@ -125,7 +125,7 @@ func ImportFAISSFolder(ctx context.Context, faissPath, corpusPath, dir string, o
 			return FolderSettings{}, fmt.Errorf("import: %w", err)
 		}
 		spec := convertSpec{enc: opt.Encoding, nlist: opt.NList, nprobe: opt.NProbe, trainSize: opt.TrainSize,
-			kmeans: opt.KMeans, chunk: opt.Chunk, progress: opt.Progress}
+			kmeans: opt.KMeans, chunk: opt.Chunk, progress: opt.Progress, release: releaseMapped}
 		if err := convertFlatSource(ctx, src, filepath.Join(vectors, casFileName), spec); err != nil {
 			cleanup()
 			if ctx.Err() != nil {

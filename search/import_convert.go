@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // Converting imports. ImportFAISSFolder can re-encode the F32 vectors of a
@@ -132,6 +133,9 @@ type convertSpec struct {
 	kmeans    KMeansOptions
 	chunk     int
 	progress  io.Writer
+	// release drops the source's mapped pages once read (releaseMapped
+	// for a memory-mapped file; nil: keep them).
+	release func([]float32)
 }
 
 // convertFlatSource streams the F32 flat index src into a cas index file at
@@ -143,21 +147,32 @@ func convertFlatSource(ctx context.Context, src *Flat, path string, spec convert
 	if spec.chunk <= 0 {
 		spec.chunk = 16384
 	}
+	if spec.release == nil {
+		spec.release = func([]float32) {}
+	}
 	if spec.nlist > 0 {
 		return convertIVF(ctx, src, path, spec)
 	}
 	return convertFlat(ctx, src, path, spec)
 }
 
-// trainingSample copies m evenly spaced rows of src (all when m ≥ n).
-func trainingSample(src *Flat, m int) []float32 {
+// trainingSample copies m evenly spaced rows of src (all when m ≥ n),
+// releasing the source pages behind it as it goes (readahead would
+// otherwise bring most of the file into the resident set).
+func trainingSample(src *Flat, m int, release func([]float32)) []float32 {
 	n, d := src.Len(), src.d
 	m = min(max(m, 1), n)
 	x := make([]float32, 0, m*d)
+	done := 0 // rows [0, done) released
 	for i := range m {
 		j := int(int64(i) * int64(n) / int64(m))
 		x = append(x, src.codes.f32[j*d:(j+1)*d]...)
+		if j+1-done >= 1<<14 {
+			release(src.codes.f32[done*d : (j+1)*d])
+			done = j + 1
+		}
 	}
+	release(src.codes.f32[done*d:])
 	return x
 }
 
@@ -172,7 +187,8 @@ func convertFlat(ctx context.Context, src *Flat, path string, spec convertSpec) 
 		if m <= 0 {
 			m = 1 << 16
 		}
-		if err := dst.Train(trainingSample(src, m)); err != nil {
+		sample := trainingSample(src, m, spec.release)
+		if err := dst.Train(sample); err != nil {
 			return fmt.Errorf("convert: %w", err)
 		}
 	}
@@ -204,6 +220,7 @@ func convertFlat(ctx context.Context, src *Flat, path string, spec convertSpec) 
 			w.abort()
 			return err
 		}
+		spec.release(src.codes.f32[lo*d : hi*d])
 		bar.Add(hi - lo)
 	}
 	sec := 1
@@ -239,7 +256,8 @@ func convertIVF(ctx context.Context, src *Flat, path string, spec convertSpec) e
 	if m <= 0 {
 		m = 256 * spec.nlist
 	}
-	if err := ix.Train(trainingSample(src, max(m, spec.nlist))); err != nil {
+	sample := trainingSample(src, max(m, spec.nlist), spec.release)
+	if err := ix.Train(sample); err != nil {
 		return fmt.Errorf("convert: %w", err)
 	}
 	q := ix.quantizer
@@ -261,6 +279,7 @@ func convertIVF(ctx context.Context, src *Flat, path string, spec convertSpec) e
 			assign[lo+i] = int32(l)
 			sizes[l]++
 		}
+		spec.release(src.codes.f32[lo*d : hi*d])
 		bar.Add(hi - lo)
 	}
 	bar.Finish()
@@ -285,30 +304,46 @@ func convertIVF(ctx context.Context, src *Flat, path string, spec convertSpec) e
 	bp := int64(d) * int64(spec.enc.bytesPer())
 	res := make([]float32, d)
 	codes := newVecCodes(spec.enc, d)
-	var id [8]byte
+	var ids []byte
+	order := make([]int, 0, spec.chunk)
 	bar = newRetrievalCountBar(spec.progress, int64(n), "write lists ("+spec.enc.String()+")")
 	defer bar.Finish()
-	for j := range n {
-		if j%spec.chunk == 0 {
-			if err := ctx.Err(); err != nil {
-				return fail(err)
-			}
-			bar.Add(min(spec.chunk, n-j))
-		}
-		l := assign[j]
-		v := src.codes.f32[j*d : (j+1)*d]
-		if ix.residual {
-			subtract(res, v, q.codes.f32[int(l)*d:(int(l)+1)*d])
-			v = res
-		}
-		codes.n, codes.f32, codes.f16, codes.u8 = 0, codes.f32[:0], codes.f16[:0], codes.u8[:0]
-		codes.appendVectors(v, ix.sq)
-		pos := cursor[l]
-		cursor[l]++
-		binary.LittleEndian.PutUint64(id[:], uint64(src.ID(j)))
-		if err := errors.Join(w.writeAt(0, int64(pos)*bp, codesBytes(&codes)), w.writeAt(1, int64(pos)*8, id[:])); err != nil {
+	for lo := 0; lo < n; lo += spec.chunk {
+		if err := ctx.Err(); err != nil {
 			return fail(err)
 		}
+		hi := min(n, lo+spec.chunk)
+		// Rows of the chunk grouped by list (in row order within a list, as
+		// the in-memory Add appends them): one write per list run.
+		order = order[:0]
+		for j := lo; j < hi; j++ {
+			order = append(order, j)
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return int(assign[a]) - int(assign[b]) })
+		for a := 0; a < len(order); {
+			l := assign[order[a]]
+			b := a
+			codes.n, codes.f32, codes.f16, codes.u8 = 0, codes.f32[:0], codes.f16[:0], codes.u8[:0]
+			ids = ids[:0]
+			for ; b < len(order) && assign[order[b]] == l; b++ {
+				j := order[b]
+				v := src.codes.f32[j*d : (j+1)*d]
+				if ix.residual {
+					subtract(res, v, q.codes.f32[int(l)*d:(int(l)+1)*d])
+					v = res
+				}
+				codes.appendVectors(v, ix.sq)
+				ids = binary.LittleEndian.AppendUint64(ids, uint64(src.ID(j)))
+			}
+			pos := cursor[l]
+			cursor[l] += uint64(b - a)
+			if err := errors.Join(w.writeAt(0, int64(pos)*bp, codesBytes(&codes)), w.writeAt(1, int64(pos)*8, ids)); err != nil {
+				return fail(err)
+			}
+			a = b
+		}
+		spec.release(src.codes.f32[lo*d : hi*d])
+		bar.Add(hi - lo)
 	}
 	if err := errors.Join(w.writeAt(2, 0, bytesOf(q.codes.f32)), w.writeAt(3, 0, bytesOf(offs))); err != nil {
 		return fail(err)

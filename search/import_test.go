@@ -308,7 +308,7 @@ func TestImportConvert(t *testing.T) {
 			defer got.Close()
 			// The same index built in memory from the same sample.
 			var ref Index
-			sample := trainingSample(exact, 5000)
+			sample := trainingSample(exact, 5000, func([]float32) {})
 			if tc.nlist > 0 {
 				ivf, _ := NewIVF(d, tc.nlist, IVFOptions{Metric: InnerProduct, Encoding: tc.enc, NProbe: 3, KMeans: km})
 				ref = ivf
