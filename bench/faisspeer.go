@@ -16,6 +16,7 @@ import (
 // one thread count.
 type FAISSFigures struct {
 	Peer          string
+	BLAS          string // the BLAS the peer loaded (peer_env.blas(); "reference:…" is the slow netlib one)
 	Threads       int
 	FlatBatchQPS  float64 // batch of all queries
 	FlatBatchSize int
@@ -31,6 +32,7 @@ type FAISSIVF struct {
 
 type faissLine struct {
 	Peer       string   `json:"peer"`
+	BLAS       string   `json:"blas"`
 	Threads    int      `json:"threads"`
 	Index      string   `json:"index"`
 	Mode       string   `json:"mode"`
@@ -68,7 +70,7 @@ func ParseFAISSPeer(r io.Reader) (map[int]*FAISSFigures, error) {
 		}
 		f := out[l.Threads]
 		if f == nil {
-			f = &FAISSFigures{Peer: l.Peer, Threads: l.Threads, IVF: map[int]FAISSIVF{}}
+			f = &FAISSFigures{Peer: l.Peer, BLAS: l.BLAS, Threads: l.Threads, IVF: map[int]FAISSIVF{}}
 			out[l.Threads] = f
 		}
 		switch {

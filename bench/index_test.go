@@ -14,7 +14,7 @@ import (
 )
 
 const peerOutput = `{"gen": "/tmp/x", "n": 100000, "q": 1000, "d": 768, "seed": 7}
-{"peer": "faiss 1.7.3", "threads": 1, "n": 100000, "d": 768, "index": "flat", "mode": "batch", "queries": 1000, "qps": 16.15}
+{"peer": "faiss 1.7.3", "blas": "openblas-pthread/libopenblas.so.0", "threads": 1, "n": 100000, "d": 768, "index": "flat", "mode": "batch", "queries": 1000, "qps": 16.15}
 {"peer": "faiss 1.7.3", "threads": 1, "n": 100000, "d": 768, "index": "flat", "mode": "single", "queries": 200, "qps": 14.2, "ms_per_query": 70.3}
 {"peer": "faiss 1.7.3", "threads": 1, "n": 100000, "d": 768, "index": "ivf1024", "train_s": 1309.3, "add_s": 309.5}
 {"peer": "faiss 1.7.3", "threads": 1, "n": 100000, "d": 768, "index": "ivf1024", "nprobe": 1, "recall_at_10": 0.0653, "batch_qps": 1458.9, "single_qps": 1444.8}
@@ -107,7 +107,7 @@ func TestRunIndexSmall(t *testing.T) {
 		if run.IVF[1].NProbe != 16 || run.IVF[1].Recall != 1 {
 			t.Errorf("threads %d: nprobe=nlist recall %+v", run.Threads, run.IVF[1])
 		}
-		if run.IVF[0].Recall > run.IVF[1].Recall || run.FlatSingleMs <= 0 || run.BandwidthGBs <= 0 || run.IVFTrainS <= 0 {
+		if run.IVF[0].Recall > run.IVF[1].Recall || run.FlatSingleMs <= 0 || run.BandwidthGBs <= 0 || run.IVFTrainS <= 0 || run.GEMMGFLOPs <= 0 {
 			t.Errorf("threads %d: %+v", run.Threads, run)
 		}
 	}
@@ -116,7 +116,14 @@ func TestRunIndexSmall(t *testing.T) {
 	}
 	var b bytes.Buffer
 	rep.WriteMarkdown(&b)
-	for _, want := range []string{"#### Flat, F32, 1 thread(s)", "#### IVF16, F32, 2 thread(s)", "| 16 | 1.000 |", "70.30"} {
+	// Without saved figures the peer must run: a python without faiss is
+	// an error that says how to install it.
+	_, err = RunIndex(IndexOptions{DataDir: dir, Dim: 16, NList: 16, Threads: []int{1}, FAISSScript: "faiss_peer.py", Python: filepath.Join(dir, "no-python")})
+	if err == nil || !strings.Contains(err.Error(), "apt-get install -y python3-faiss") {
+		t.Errorf("no peer: %v", err)
+	}
+	for _, want := range []string{"#### Flat, F32, 1 thread(s)", "#### IVF16, F32, 2 thread(s)", "| 16 | 1.000 |", "70.30",
+		"Peer at 1 thread(s): faiss 1.7.3, BLAS openblas-pthread/libopenblas.so.0, 1 thread(s).", "vs GEMM roofline"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
 		}

@@ -111,6 +111,9 @@ func ImportFAISSFolder(ctx context.Context, faissPath, corpusPath, dir string, o
 		}
 	}
 	rows, err := alignCorpus(absCorpus, offsets, faissPath, corpusPath, n, opt.Progress)
+	if err == nil && ctx.Err() != nil {
+		err = fmt.Errorf("import interrupted (nothing kept; rerun the same command): %w", ctx.Err())
+	}
 	if err != nil {
 		cleanup()
 		return FolderSettings{}, err

@@ -3,7 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/cas-engine/cas/search"
@@ -107,7 +110,11 @@ func runIndexImport(cmd *cobra.Command, f *indexImportFlags) error {
 	if tok == "" {
 		tok = filepath.Join(f.dense.encoder, "tokenizer.json")
 	}
-	s, err := search.ImportFAISSFolder(cmd.Context(), f.faiss, f.corpus, f.out, search.ImportOptions{
+	// SIGINT/SIGTERM stop a conversion between chunks; the import then
+	// removes what it wrote and exits non-zero.
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	s, err := search.ImportFAISSFolder(ctx, f.faiss, f.corpus, f.out, search.ImportOptions{
 		EncoderPath: absPath(f.dense.encoder), TokenizerPath: absPath(tok),
 		MaxLength: f.dense.maxLen, EncoderDim: dim,
 		QueryPrefix: f.queryPrefix, PassagePrefix: f.passagePrefix,
