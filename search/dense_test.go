@@ -48,6 +48,21 @@ func readF32(t *testing.T, path string) []float32 {
 	return x
 }
 
+// retrieveGoldenQueries retrieves the top-10 of the 32 golden queries
+// ("q0" … "q31", which tableEncoder embeds to the golden query vectors).
+func retrieveGoldenQueries(t *testing.T, r Retriever) [][]Hit {
+	t.Helper()
+	names := make([]string, 32)
+	for i := range names {
+		names[i] = fmt.Sprintf("q%d", i)
+	}
+	hits, err := r.Retrieve(context.Background(), names, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hits
+}
+
 // TestDenseRetrieverFAISSGolden runs the dense retriever over FAISS's own
 // IndexFlatIP of the 1k sample's e5-base-v2 embeddings with the golden query
 // vectors: ids, passages and scores must be FAISS's.
@@ -69,14 +84,7 @@ func TestDenseRetrieverFAISSGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	names := make([]string, 32)
-	for i := range names {
-		names[i] = fmt.Sprintf("q%d", i)
-	}
-	hits, err := r.Retrieve(context.Background(), names, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hits := retrieveGoldenQueries(t, r)
 	f, err := os.Open(golden)
 	if err != nil {
 		t.Fatal(err)

@@ -76,14 +76,7 @@ func TestImportFAISSGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	names := make([]string, 32)
-	for i := range names {
-		names[i] = fmt.Sprintf("q%d", i)
-	}
-	hits, err := r.Retrieve(context.Background(), names, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hits := retrieveGoldenQueries(t, r)
 	c, err := OpenCorpus(renamed, filepath.Join(dir, OffsetsFile))
 	if err != nil {
 		t.Fatal(err)

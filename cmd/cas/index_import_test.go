@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/cas-engine/cas/internal/sharedtest"
+	"github.com/cas-engine/cas/search"
 )
 
 // buildCas builds the cas binary into a temporary folder.
@@ -72,15 +73,11 @@ func writeFlatIP(t *testing.T, path string, x []float32, d int) {
 	}
 }
 
-func readVectors(t *testing.T, path string) []float32 {
+func mustReadVectors(t *testing.T, path string, d int) []float32 {
 	t.Helper()
-	raw, err := os.ReadFile(path)
+	x, err := search.ReadVectorFile(path, d)
 	if err != nil {
 		t.Fatal(err)
-	}
-	x := make([]float32, len(raw)/4)
-	for i := range x {
-		x[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
 	}
 	return x
 }
@@ -175,13 +172,13 @@ func TestIndexImportEndToEnd(t *testing.T) {
 	if _, stderr, code := casIn(t, bin, wd, "embed", "--model", encoder, "--tokenizer", tok, "--in", "wiki.jsonl", "--out", "passages.f32", "--prefix", "passage"); code != 0 {
 		t.Fatalf("embed passages: exit %d: %s", code, stderr)
 	}
-	x := readVectors(t, filepath.Join(wd, "passages.f32"))
+	x := mustReadVectors(t, filepath.Join(wd, "passages.f32"), 64)
 	const d = 64
 	writeFlatIP(t, filepath.Join(wd, "e5_Flat.index"), x, d)
 	if _, stderr, code := casIn(t, bin, wd, "embed", "--model", encoder, "--tokenizer", tok, "--in", "queries.jsonl", "--out", "queries.f32", "--prefix", "query"); code != 0 {
 		t.Fatalf("embed queries: exit %d: %s", code, stderr)
 	}
-	want := exactTopK(readVectors(t, filepath.Join(wd, "queries.f32")), x, d, 10, ids)
+	want := exactTopK(mustReadVectors(t, filepath.Join(wd, "queries.f32"), d), x, d, 10, ids)
 	if faissTop := faissPythonTopK(t, wd, "e5_Flat.index", "queries.f32", d, 10); faissTop != nil {
 		// Where Debian's FAISS is installed, its own search of the file is
 		// the reference the exact search must agree with.
