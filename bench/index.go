@@ -167,6 +167,9 @@ func loadFAISS(opt *IndexOptions) (map[int]*FAISSFigures, string, error) {
 	if opt.FAISSScript == "" {
 		return nil, "", errors.New("bench index: no FAISS peer: give --faiss-script (faiss_peer.py) or --faiss-json FILE")
 	}
+	if _, err := os.Stat(opt.FAISSScript); err != nil {
+		return nil, "", fmt.Errorf("bench index: FAISS peer script: %w (give --faiss-script PATH/faiss_peer.py)", err)
+	}
 	if !FAISSAvailable(opt.Python) {
 		return nil, "", fmt.Errorf("bench index: %s has no faiss: install the fair peer with `apt-get install -y python3-faiss python3-numpy libopenblas0-pthread` (or give --faiss-json FILE of saved faiss_peer.py output)", opt.Python)
 	}

@@ -118,9 +118,13 @@ func TestRunIndexSmall(t *testing.T) {
 	rep.WriteMarkdown(&b)
 	// Without saved figures the peer must run: a python without faiss is
 	// an error that says how to install it.
-	_, err = RunIndex(IndexOptions{DataDir: dir, Dim: 16, NList: 16, Threads: []int{1}, FAISSScript: "faiss_peer.py", Python: filepath.Join(dir, "no-python")})
+	_, err = RunIndex(IndexOptions{DataDir: dir, Dim: 16, NList: 16, Threads: []int{1}, FAISSScript: peer, Python: filepath.Join(dir, "no-python")})
 	if err == nil || !strings.Contains(err.Error(), "apt-get install -y python3-faiss") {
 		t.Errorf("no peer: %v", err)
+	}
+	_, err = RunIndex(IndexOptions{DataDir: dir, Dim: 16, NList: 16, Threads: []int{1}, FAISSScript: filepath.Join(dir, "missing.py")})
+	if err == nil || !strings.Contains(err.Error(), "missing.py") {
+		t.Errorf("missing peer script: %v", err)
 	}
 	for _, want := range []string{"#### Flat, F32, 1 thread(s)", "#### IVF16, F32, 2 thread(s)", "| 16 | 1.000 |", "70.30",
 		"Peer at 1 thread(s): faiss 1.7.3, BLAS openblas-pthread/libopenblas.so.0, 1 thread(s).", "vs GEMM roofline"} {
