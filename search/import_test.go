@@ -352,3 +352,58 @@ func TestImportConvert(t *testing.T) {
 		}
 	}
 }
+
+// FuzzImportFAISSFile imports arbitrary FAISS bytes (seeded with FAISS
+// flat, IVF and IndexIDMap files of 12 vectors) with a 12-passage corpus,
+// in place or converted: never a panic; a failure leaves no folder; a
+// success opens and retrieves.
+func FuzzImportFAISSFile(f *testing.F) {
+	for _, b := range faissSeeds(f) {
+		for mode := range byte(4) {
+			f.Add(b, mode)
+		}
+	}
+	work := f.TempDir()
+	corpus := filepath.Join(work, "c.jsonl")
+	writeTestCorpus(f, corpus, 12)
+	n := 0
+	f.Fuzz(func(t *testing.T, b []byte, mode byte) {
+		n++
+		path := filepath.Join(work, fmt.Sprintf("f%d.index", n))
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(path)
+		out := filepath.Join(work, fmt.Sprintf("out%d", n))
+		defer os.RemoveAll(out)
+		opt := ImportOptions{Chunk: 5, KMeans: KMeansOptions{Iterations: 2, Seed: 1}}
+		switch mode % 4 {
+		case 1:
+			opt.Encoding = F16
+		case 2:
+			opt.Encoding = SQ8
+		case 3:
+			opt.Encoding, opt.NList = SQ8, 2
+		}
+		_, err := ImportFAISSFolder(context.Background(), path, corpus, out, opt)
+		if err != nil {
+			if _, serr := os.Stat(out); !os.IsNotExist(serr) {
+				t.Fatalf("failed import (%v) left %s", err, out)
+			}
+			return
+		}
+		s, err := ReadFolderSettings(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dim := s.Dense.Dim
+		r, _, err := OpenRetriever(out, OpenOptions{Encoder: tableEncoder{dim, lowRank(1, dim, 1, 2)}, LoadVectors: OpenVectorSearcher})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		if _, err := r.Retrieve(context.Background(), []string{"q0"}, 3); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
