@@ -219,6 +219,13 @@ func (p *preparedQueries) baseOf(i int) float32 {
 // The rows are split over p.Threads goroutines; the result is identical
 // for any thread count.
 func (f *Flat) Search(q []float32, k int, p *SearchParams) ([]float32, []int64, error) {
+	return f.search(q, k, p, true)
+}
+
+// search is Search; gemm lets F32 batches use the GEMM (flat_gemm.go). The
+// IVF's coarse quantizer passes false, so that an IVF result never depends
+// on how its queries are batched.
+func (f *Flat) search(q []float32, k int, p *SearchParams, gemm bool) ([]float32, []int64, error) {
 	nq, err := checkSearch(q, k, f.d)
 	if err != nil {
 		return nil, nil, err
@@ -233,13 +240,13 @@ func (f *Flat) Search(q []float32, k int, p *SearchParams) ([]float32, []int64, 
 	const block = 1024
 	for lo := 0; lo < nq; lo += block {
 		hi := min(nq, lo+block)
-		f.searchBlock(q[lo*f.d:hi*f.d], hi-lo, k, p, scores[lo*k:hi*k], ids[lo*k:hi*k])
+		f.searchBlock(q[lo*f.d:hi*f.d], hi-lo, k, p, gemm && f.useGEMM(hi-lo), scores[lo*k:hi*k], ids[lo*k:hi*k])
 	}
 	return scores, ids, nil
 }
 
 // searchBlock searches nq queries, writing into scores and ids.
-func (f *Flat) searchBlock(q []float32, nq, k int, p *SearchParams, scores []float32, ids []int64) {
+func (f *Flat) searchBlock(q []float32, nq, k int, p *SearchParams, gemm bool, scores []float32, ids []int64) {
 	pq := prepareQueries(q, nq, f.d, f.codes.enc, f.sq, f.metric)
 	n := f.Len()
 	workers := tensor.Workers(p.threads())
@@ -258,7 +265,11 @@ func (f *Flat) searchBlock(q []float32, nq, k int, p *SearchParams, scores []flo
 			}
 			heaps[w] = hs
 		}
-		f.scan(hs, &pq, lo, hi)
+		if gemm {
+			f.scanGEMM(hs, &pq, lo, hi)
+		} else {
+			f.scan(hs, &pq, lo, hi)
+		}
 	})
 	for i := range nq {
 		var t *tensor.TopK

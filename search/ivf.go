@@ -209,7 +209,7 @@ func subtract(dst, a, b []float32) {
 
 // assignLists returns the nearest list of every vector of x.
 func assignLists(q *Flat, x []float32, threads int) ([]int64, error) {
-	_, lists, err := q.Search(x, 1, &SearchParams{Threads: threads})
+	_, lists, err := q.search(x, 1, &SearchParams{Threads: threads}, false)
 	return lists, err
 }
 
@@ -295,7 +295,7 @@ func (ix *IVF) Search(q []float32, k int, p *SearchParams) ([]float32, []int64, 
 	}
 	nprobe = min(nprobe, ix.nlist)
 	threads := tensor.Workers(p.threads())
-	cs, cl, err := ix.quantizer.Search(q, nprobe, &SearchParams{Threads: threads})
+	cs, cl, err := ix.quantizer.search(q, nprobe, &SearchParams{Threads: threads}, false)
 	if err != nil {
 		return nil, nil, err
 	}

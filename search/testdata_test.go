@@ -131,6 +131,31 @@ func sameResults(t *testing.T, name string, s1 []float32, i1 []int64, s2 []float
 	}
 }
 
+// closeResults fails unless two searches agree to float32 rounding: scores
+// within tol (relative, at least absolute tol) rank by rank, and the same
+// id at each rank except where two scores tie within tol (the batched F32
+// flat search sums in another order than the single-query kernels).
+func closeResults(t *testing.T, name string, s1 []float32, i1 []int64, s2 []float32, i2 []int64, tol float64) {
+	t.Helper()
+	if len(s1) != len(s2) || len(i1) != len(i2) {
+		t.Fatalf("%s: lengths %d/%d vs %d/%d", name, len(s1), len(i1), len(s2), len(i2))
+	}
+	near := func(a, b float32) bool {
+		return math.Abs(float64(a)-float64(b)) <= tol*max(1, math.Abs(float64(a)))
+	}
+	for j := range s1 {
+		if !near(s1[j], s2[j]) {
+			t.Fatalf("%s: result %d: score %v vs %v", name, j, s1[j], s2[j])
+		}
+		if i1[j] != i2[j] && !slices.ContainsFunc(i1, func(id int64) bool {
+			k := slices.Index(i1, id)
+			return id == i2[j] && near(s1[k], s1[j])
+		}) {
+			t.Fatalf("%s: result %d: id %d vs %d (not a tie)", name, j, i1[j], i2[j])
+		}
+	}
+}
+
 // exactScore is the float64 inner product or squared L2 distance.
 func exactScore(x, q []float32, m Metric) float64 {
 	var s float64
