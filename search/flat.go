@@ -14,7 +14,9 @@ import (
 // rounded vectors) or SQ8 (a quarter; needs Train to fit the per-dimension
 // ranges). Scoring runs blocked kernels from package tensor: one query
 // streams the rows at memory bandwidth, a batch shares each L2-resident tile
-// of rows between all queries (3×4 register blocks).
+// of rows between all queries (3×4 register blocks), and an F32 batch of 16
+// or more queries runs on the tensor GEMM fused with the top-k selection
+// (flat_gemm.go).
 type Flat struct {
 	d      int
 	metric Metric
