@@ -170,9 +170,10 @@ func assignPoints(assign []int32, x, cent []float32, n, d, k int, m Metric, thre
 		cnorm = make([]float32, k)
 		tensor.SquaredNorms(cnorm, cent, d)
 	}
-	// Points per block: 32 register triples, fewer for very large k so
-	// that the score block stays under 8 MiB.
-	chunk := max(3, min(96, (8<<20)/(4*k))/3*3)
+	// Points per block: up to 768 (GEMM rows), fewer for large k so that
+	// the score block stays under 8 MiB. The block size depends on k only,
+	// so the assignment does not depend on the thread count.
+	chunk := max(3, min(768, (8<<20)/(4*k))/3*3)
 	nchunks := (n + chunk - 1) / chunk
 	workers := max(1, min(tensor.Workers(threads), nchunks))
 	// Per-chunk objectives, summed in chunk order so the total does not
@@ -188,7 +189,9 @@ func assignPoints(assign []int32, x, cent []float32, n, d, k int, m Metric, thre
 			var obj float64
 			p0 := c * chunk
 			p1 := min(n, p0+chunk)
-			tensor.DotBlockStrided(out, k, x[p0*d:p1*d], p1-p0, cent, k, d)
+			// Scores of the chunk's points against every centroid: one
+			// GEMM (x·centᵀ), then an argmax per row.
+			tensor.MatMulT(out[:(p1-p0)*k], x[p0*d:p1*d], cent, p1-p0, k, d, 1)
 			for i := p0; i < p1; i++ {
 				row := out[(i-p0)*k : (i-p0+1)*k]
 				best, bestV := 0, float32(0)
