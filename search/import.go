@@ -94,6 +94,11 @@ func ImportFAISSFolder(ctx context.Context, faissPath, corpusPath, dir string, o
 	if _, err := os.Stat(filepath.Join(absDir, SettingsFile)); err == nil {
 		return FolderSettings{}, fmt.Errorf("import: %s is already an index folder (it has %s); remove it or choose another --out", dir, SettingsFile)
 	}
+	// Only a new or empty folder: a failed import then removes exactly
+	// what it wrote.
+	if entries, err := os.ReadDir(absDir); err == nil && len(entries) > 0 {
+		return FolderSettings{}, fmt.Errorf("import: %s is not empty; give a new or empty folder as --out", dir)
+	}
 	created := false
 	if _, err := os.Stat(absDir); errors.Is(err, os.ErrNotExist) {
 		created = true

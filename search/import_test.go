@@ -150,6 +150,15 @@ func TestImportFAISSErrors(t *testing.T) {
 			}
 		})
 	}
+	// A folder with other files is refused and left as it was.
+	busy := t.TempDir()
+	os.WriteFile(filepath.Join(busy, OffsetsFile), []byte("mine"), 0o644)
+	if _, err := ImportFAISSFolder(context.Background(), faiss, corpus, busy, ImportOptions{}); err == nil || !strings.Contains(err.Error(), "not empty") {
+		t.Errorf("non-empty folder: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(busy, OffsetsFile)); string(b) != "mine" {
+		t.Error("non-empty folder: a file was changed")
+	}
 	// A pre-existing empty folder stays, empty.
 	empty := t.TempDir()
 	if _, err := ImportFAISSFolder(context.Background(), faiss, short, empty, ImportOptions{}); err == nil {
