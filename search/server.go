@@ -9,9 +9,12 @@ import (
 	"io"
 	"log"
 	"math"
+	"mime"
 	"net"
 	"net/http"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +25,7 @@ type ServerConfig struct {
 	DefaultTopK  int           // topk when the request omits it (Search-R1's retriever: 3)
 	MaxTopK      int           // topk above this is a 400
 	MaxQueries   int           // queries per request above this is a 400
+	MaxResults   int           // queries × topk above this is a 400 (0: no cap)
 	MaxBodyBytes int64         // larger bodies are a 413
 	Timeout      time.Duration // per request, queueing included (paper: 30 s)
 	// Batching: a worker takes the first waiting request, then every request
@@ -45,6 +49,7 @@ func DefaultServerConfig() ServerConfig {
 		DefaultTopK:  3,
 		MaxTopK:      100,
 		MaxQueries:   1024,
+		MaxResults:   10000,
 		MaxBodyBytes: 4 << 20,
 		Timeout:      30 * time.Second,
 		MaxBatch:     256,
@@ -60,6 +65,8 @@ func (c *ServerConfig) validate() error {
 		return fmt.Errorf("server: default topk %d outside [1, %d]", c.DefaultTopK, c.MaxTopK)
 	case c.MaxQueries < 1:
 		return fmt.Errorf("server: max queries %d < 1", c.MaxQueries)
+	case c.MaxResults < 0:
+		return fmt.Errorf("server: max results %d < 0", c.MaxResults)
 	case c.MaxBodyBytes < 64:
 		return fmt.Errorf("server: body limit %d bytes is too small", c.MaxBodyBytes)
 	case c.Timeout <= 0:
@@ -96,57 +103,113 @@ func badRequest(format string, args ...any) *RequestError {
 	return &RequestError{Status: http.StatusBadRequest, Msg: fmt.Sprintf(format, args...)}
 }
 
+func tooLarge(format string, args ...any) *RequestError {
+	return &RequestError{Status: http.StatusRequestEntityTooLarge, Msg: fmt.Sprintf(format, args...)}
+}
+
 // DecodeRetrieveRequest parses and validates a /retrieve body:
 //
 //	{"queries": [string, ...], "topk": int (optional), "return_scores": bool (optional)}
 //
-// Missing or null "queries", a non-string query, a non-integer topk, topk < 1
-// or > max, too many queries, malformed JSON or trailing data are errors;
-// unknown fields are ignored (as pydantic does). An absent or null topk
-// takes the default. It never panics.
+// Keys match exactly (Go's encoding/json would accept "queriEs"); an unknown
+// key or a key given twice is an error naming it. Missing or null "queries",
+// a non-string query, a non-integer topk, topk < 1 or > max, too many
+// queries, queries × topk above MaxResults, malformed JSON or trailing data
+// are errors. An absent or null topk takes the default. It never panics.
 func DecodeRetrieveRequest(body []byte, cfg ServerConfig) (RetrieveRequest, error) {
-	var raw struct {
-		Queries      json.RawMessage `json:"queries"`
-		TopK         json.RawMessage `json:"topk"`
-		ReturnScores json.RawMessage `json:"return_scores"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&raw); err != nil {
-		return RetrieveRequest{}, badRequest("malformed JSON body: %v", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return RetrieveRequest{}, badRequest("malformed JSON body: data after the object")
+	fields, err := decodeStrictObject(body, "queries", "topk", "return_scores")
+	if err != nil {
+		return RetrieveRequest{}, err
 	}
 	var req RetrieveRequest
-	if isNull(raw.Queries) {
+	rawQueries, rawTopK, rawScores := fields["queries"], fields["topk"], fields["return_scores"]
+	if isNull(rawQueries) {
 		return req, badRequest(`missing "queries" (a list of strings)`)
 	}
-	if err := json.Unmarshal(raw.Queries, &req.Queries); err != nil {
+	if err := json.Unmarshal(rawQueries, &req.Queries); err != nil {
 		return req, badRequest(`"queries" must be a list of strings`)
 	}
 	if req.Queries == nil {
 		return req, badRequest(`"queries" must be a list of strings`)
 	}
 	if len(req.Queries) > cfg.MaxQueries {
-		return req, badRequest(`%d queries exceed the limit of %d per request`, len(req.Queries), cfg.MaxQueries)
+		return req, badRequest(`%d queries exceed the limit of %d per request (max_queries)`, len(req.Queries), cfg.MaxQueries)
 	}
 	req.TopK = cfg.DefaultTopK
-	if !isNull(raw.TopK) {
+	if !isNull(rawTopK) {
 		var f float64
-		if err := json.Unmarshal(raw.TopK, &f); err != nil || f != math.Trunc(f) {
-			return req, badRequest(`"topk" must be an integer, got %.40s`, raw.TopK)
+		if err := json.Unmarshal(rawTopK, &f); err != nil || f != math.Trunc(f) {
+			return req, badRequest(`"topk" must be an integer, got %.40q`, rawTopK)
 		}
 		if f < 1 || f > float64(cfg.MaxTopK) {
 			return req, badRequest(`"topk" = %v outside [1, %d]`, f, cfg.MaxTopK)
 		}
 		req.TopK = int(f)
 	}
-	if !isNull(raw.ReturnScores) {
-		if err := json.Unmarshal(raw.ReturnScores, &req.ReturnScores); err != nil {
+	if cfg.MaxResults > 0 && len(req.Queries)*req.TopK > cfg.MaxResults {
+		return req, badRequest(`%d queries × topk %d = %d results exceed the limit of %d per request (max_results)`,
+			len(req.Queries), req.TopK, len(req.Queries)*req.TopK, cfg.MaxResults)
+	}
+	if !isNull(rawScores) {
+		if err := json.Unmarshal(rawScores, &req.ReturnScores); err != nil {
 			return req, badRequest(`"return_scores" must be a boolean`)
 		}
 	}
 	return req, nil
+}
+
+// decodeStrictObject decodes body as one JSON object whose keys are among
+// allowed, spelled exactly, each at most once; it returns the raw values.
+func decodeStrictObject(body []byte, allowed ...string) (map[string]json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, badRequest("malformed JSON body: %v", err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, badRequest("malformed JSON body: want an object, got %s", jsonKind(tok))
+	}
+	fields := make(map[string]json.RawMessage, len(allowed))
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, badRequest("malformed JSON body: %v", err)
+		}
+		key, _ := tok.(string)
+		if !slices.Contains(allowed, key) {
+			return nil, badRequest("unknown key %.60q (allowed: %s)", key, strings.Join(allowed, ", "))
+		}
+		if _, dup := fields[key]; dup {
+			return nil, badRequest("duplicate key %q", key)
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, badRequest("malformed JSON body: value of %q: %v", key, err)
+		}
+		fields[key] = v
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, badRequest("malformed JSON body: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, badRequest("malformed JSON body: data after the object")
+	}
+	return fields, nil
+}
+
+func jsonKind(tok json.Token) string {
+	switch tok.(type) {
+	case json.Delim:
+		return "an array"
+	case string:
+		return "a string"
+	case float64, json.Number:
+		return "a number"
+	case bool:
+		return "a boolean"
+	default:
+		return "null"
+	}
 }
 
 func isNull(raw json.RawMessage) bool {
@@ -449,6 +512,11 @@ func (s *Server) handleRetrieve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", http.MethodPost)
 		s.errors.Add(1)
 		writeJSONError(w, http.StatusMethodNotAllowed, "use POST /retrieve")
+		return
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		s.errors.Add(1)
+		writeJSONError(w, http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type %.60q: want application/json", r.Header.Get("Content-Type")))
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
