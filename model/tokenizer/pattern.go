@@ -6,6 +6,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/cas-engine/cas/internal/guard"
 	"github.com/dlclark/regexp2"
 )
 
@@ -73,7 +74,9 @@ type regexMatcher struct {
 }
 
 func newRegexMatcher(pattern string) (*regexMatcher, error) {
-	re, err := regexp2.Compile(pattern, regexp2.None)
+	re, err := guard.Value(fmt.Sprintf("regex %q", pattern), func() (*regexp2.Regexp, error) {
+		return regexp2.Compile(pattern, regexp2.None)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("compile regex %q: %w", pattern, err)
 	}
