@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -273,6 +274,13 @@ func ReadTrainerState(dir string) (TrainerState, error) {
 	}
 	if st.Version != stateFormatVersion || st.Step < 0 {
 		return TrainerState{}, fmt.Errorf("load %s: unsupported state (version %d, step %d)", path, st.Version, st.Step)
+	}
+	const maxCursor = 1 << 40 // far beyond any dataset; keeps Pos+batch from overflowing
+	if st.TotalSteps < 0 || st.Data.Epoch < 0 || st.Data.Pos < 0 || st.Data.Epoch > maxCursor || st.Data.Pos > maxCursor {
+		return TrainerState{}, fmt.Errorf("load %s: bad state (total_steps %d, data cursor epoch %d pos %d)", path, st.TotalSteps, st.Data.Epoch, st.Data.Pos)
+	}
+	if err := new(rand.PCG).UnmarshalBinary(st.RNG); err != nil {
+		return TrainerState{}, fmt.Errorf("load %s: rng state: %w", path, err)
 	}
 	return st, nil
 }

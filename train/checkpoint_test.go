@@ -3,6 +3,7 @@ package train
 import (
 	"bytes"
 	"image/png"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,8 +28,12 @@ func TestCheckpointPruneAndLatest(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(root, ".step-000009.tmp-123"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	rngState, err := rand.NewPCG(1, 2).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for step := 1; step <= 4; step++ {
-		st := TrainerState{Step: step, TotalSteps: 4, Data: Cursor{Epoch: 0, Pos: step}, RNG: []byte{1, 2}}
+		st := TrainerState{Step: step, TotalSteps: 4, Data: Cursor{Epoch: 0, Pos: step}, RNG: rngState}
 		if _, err := WriteCheckpoint(dir, m, aci, st, CheckpointSource{}, safetensors.BF16, 2); err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +50,7 @@ func TestCheckpointPruneAndLatest(t *testing.T) {
 		t.Fatalf("latest %s (%v)", latest, err)
 	}
 	st, err := ReadTrainerState(latest)
-	if err != nil || st.Step != 4 || st.Data.Pos != 4 || st.WeightsDType != "BF16" || !bytes.Equal(st.RNG, []byte{1, 2}) {
+	if err != nil || st.Step != 4 || st.Data.Pos != 4 || st.WeightsDType != "BF16" || !bytes.Equal(st.RNG, rngState) {
 		t.Fatalf("state %+v (%v)", st, err)
 	}
 	back, err := ReadACIState(latest)
