@@ -70,6 +70,19 @@ func (c *Client) Retrieve(ctx context.Context, queries []string, k int) ([][]Hit
 	if err != nil {
 		return nil, err
 	}
+	var raw json.RawMessage
+	if err := c.do(ctx, http.MethodPost, "/retrieve", body, &raw); err != nil {
+		return nil, err
+	}
+	return DecodeRetrieveResponse(raw, len(queries))
+}
+
+// DecodeRetrieveResponse parses a /retrieve response with scores
+// ({"result": [[{"document": {"id", "contents"}, "score"}, ...], ...]}) for
+// nQueries queries into hits (title and text split from contents). A wrong
+// number of result lists, a hit without contents or a malformed id is an
+// error naming the query and hit; it never panics.
+func DecodeRetrieveResponse(raw []byte, nQueries int) ([][]Hit, error) {
 	var resp struct {
 		Result [][]struct {
 			Document struct {
@@ -79,13 +92,13 @@ func (c *Client) Retrieve(ctx context.Context, queries []string, k int) ([][]Hit
 			Score float32 `json:"score"`
 		} `json:"result"`
 	}
-	if err := c.do(ctx, http.MethodPost, "/retrieve", body, &resp); err != nil {
-		return nil, err
+	if err := json.Unmarshal(raw, &resp); err != nil {
+		return nil, fmt.Errorf("retrieval server: decode response: %w", err)
 	}
-	if len(resp.Result) != len(queries) {
-		return nil, fmt.Errorf("retrieval server: %d result lists for %d queries", len(resp.Result), len(queries))
+	if len(resp.Result) != nQueries {
+		return nil, fmt.Errorf("retrieval server: %d result lists for %d queries", len(resp.Result), nQueries)
 	}
-	out := make([][]Hit, len(queries))
+	out := make([][]Hit, nQueries)
 	for i, rs := range resp.Result {
 		out[i] = make([]Hit, len(rs))
 		for j, r := range rs {
