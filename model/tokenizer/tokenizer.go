@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -31,6 +32,8 @@ type Tokenizer struct {
 	idToToken   []string      // model vocab, by id ("" where absent)
 	vocabSize   int
 	family      string
+
+	lastErr atomic.Pointer[error] // first regex timeout of an Encode (see Err)
 }
 
 // fileJSON is the top level of tokenizer.json, less the model.
@@ -206,7 +209,25 @@ func Load(path string) (*Tokenizer, error) {
 // Parse builds a tokenizer from the bytes of a tokenizer.json. The chat
 // family is guessed from the added tokens (Load also reads
 // tokenizer_config.json).
-func Parse(data []byte) (*Tokenizer, error) {
+func Parse(data []byte) (t *Tokenizer, err error) {
+	// Normalizing added tokens runs the normalizer's regexes.
+	defer recoverRegexTimeout(&err)
+	return parse(data)
+}
+
+// recoverRegexTimeout turns a matcher's *RegexTimeoutError panic into *err;
+// other panics continue.
+func recoverRegexTimeout(err *error) {
+	if p := recover(); p != nil {
+		te, ok := p.(*RegexTimeoutError)
+		if !ok {
+			panic(p)
+		}
+		*err = te
+	}
+}
+
+func parse(data []byte) (*Tokenizer, error) {
 	if !utf8.Valid(data) {
 		return nil, fmt.Errorf("invalid UTF-8 at byte %d", invalidUTF8At(data))
 	}
@@ -343,13 +364,49 @@ func (t *Tokenizer) Encode(text string) []int {
 	return t.AppendEncode(make([]int, 0, len(text)/3+1), text)
 }
 
-// AppendEncode appends the ids of text (as Encode) to dst.
+// AppendEncode appends the ids of text (as Encode) to dst. When a
+// tokenizer.json regex runs past RegexTimeout, it returns the ids encoded so
+// far and Err reports the pattern; TryEncode returns the error instead.
 func (t *Tokenizer) AppendEncode(dst []int, text string) []int {
+	out, err := t.appendEncodeGuarded(dst, text)
+	if err != nil {
+		t.lastErr.CompareAndSwap(nil, &err)
+	}
+	return out
+}
+
+// TryEncode is Encode that fails with a *RegexTimeoutError naming the
+// pattern when a tokenizer.json regex runs past RegexTimeout.
+func (t *Tokenizer) TryEncode(text string) ([]int, error) {
+	return t.appendEncodeGuarded(make([]int, 0, len(text)/3+1), text)
+}
+
+// Err returns the first regex timeout any Encode or Decode of this
+// tokenizer hit (nil when none): they cannot return it.
+func (t *Tokenizer) Err() error {
+	if p := t.lastErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// appendEncodeGuarded runs appendEncode and turns a regex timeout, which a
+// matcher raises as a panic deep inside the pre-tokenizer, into an error.
+func (t *Tokenizer) appendEncodeGuarded(dst []int, text string) (out []int, err error) {
+	out = dst
+	defer recoverRegexTimeout(&err)
+	return t.appendEncode(dst, text, &out), nil
+}
+
+// appendEncode appends the ids of text to dst, mirroring the slice into
+// *progress so that a caller recovering from a timeout keeps what was done.
+func (t *Tokenizer) appendEncode(dst []int, text string, progress *[]int) []int {
 	text = lossyUTF8(text)
-	word := func(w string) { dst = t.model.tokenize(w, dst) }
+	word := func(w string) { dst = t.model.tokenize(w, dst); *progress = dst }
 	t.rawAdded.split(text, func(piece string, tok *AddedToken) {
 		if tok != nil {
 			dst = append(dst, tok.ID)
+			*progress = dst
 			return
 		}
 		if t.normalizer != nil {
@@ -359,6 +416,7 @@ func (t *Tokenizer) AppendEncode(dst []int, text string) []int {
 			switch {
 			case tok != nil:
 				dst = append(dst, tok.ID)
+				*progress = dst
 			case t.preTok == nil:
 				word(p)
 			default:
@@ -410,7 +468,17 @@ func (t *Tokenizer) Decode(ids []int, skipSpecial bool) string {
 	if t.decoder == nil {
 		return strings.Join(toks, " ")
 	}
-	return strings.Join(t.decoder.decodeChain(toks), "")
+	out, err := t.decodeGuarded(toks)
+	if err != nil { // a Replace decoder's regex timed out: tokens as they are
+		t.lastErr.CompareAndSwap(nil, &err)
+		return strings.Join(toks, "")
+	}
+	return out
+}
+
+func (t *Tokenizer) decodeGuarded(toks []string) (out string, err error) {
+	defer recoverRegexTimeout(&err)
+	return strings.Join(t.decoder.decodeChain(toks), ""), nil
 }
 
 // TokenID returns the id of a token string (an added token or a model
