@@ -3,8 +3,8 @@ package tokenizer
 import (
 	"fmt"
 	"strings"
-	"unicode"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/cas-engine/cas/internal/guard"
