@@ -235,6 +235,13 @@ func (r *faissReader) ivfFlat(depth int) *IVF {
 		r.fail("nlist %d outside 1…%d", nlist, 1<<24)
 		return nil
 	}
+	// Each list costs ~150 bytes of bookkeeping in memory but may take only
+	// its centroid (4·d bytes) in the file: an IVF with more lists than
+	// vectors, which search cannot use, would cost up to 38× the file.
+	if nlist > uint64(max(h.ntotal, 1)) {
+		r.fail("nlist %d exceeds the %d vectors stored (an IVF has at most one list per vector)", nlist, h.ntotal)
+		return nil
+	}
 	qi := r.index(depth + 1)
 	if r.err != nil {
 		return nil
