@@ -2,21 +2,29 @@ package search
 
 import (
 	"context"
+	"slices"
 	"sync"
 )
 
 // fairQueue holds the requests waiting for retrieval and hands their
-// queries to workers in round-robin slices: each batch takes at most
-// FairChunk queries from each waiting request in turn, so a request of a
-// thousand queries is served a slice at a time, interleaved with every
-// other request, and a one-query request waits for at most one slice of
-// each request ahead of it instead of the whole of them.
+// queries to workers by least attained service: each batch serves first the
+// requests that have had the fewest queries handed out so far, a request
+// with at most FairChunk queries left whole, a larger one a slice of at most
+// FairChunk queries, and large slices take at most FairChunk queries of a
+// batch in all; a batch never takes a request with a larger topk than its
+// first (retrieval cost grows with k). A request of a thousand queries is thus served a slice at a
+// time, interleaved with every other request, and a new small request goes
+// ahead of it: it waits for at most the batches already running.
 type fairQueue struct {
 	chunk, maxBatch, maxJobs int
+	// maxLarge batches holding large slices run at once (the others hold
+	// only requests of at most chunk queries), so that CPU-bound work on
+	// large requests leaves a core to the small ones.
+	maxLarge int
+	large    int // batches with large slices running
 
 	mu     sync.Mutex
 	ring   []*retrieveJob // jobs with queries not yet handed out, in arrival order
-	next   int            // ring position the next batch starts at
 	jobs   int            // jobs accepted and not yet answered
 	closed bool
 	wake   chan struct{} // signalled (non-blocking, capacity 1) on every push
@@ -48,8 +56,8 @@ type slice struct {
 	lo, hi int
 }
 
-func newFairQueue(chunk, maxBatch, maxJobs int) *fairQueue {
-	return &fairQueue{chunk: chunk, maxBatch: maxBatch, maxJobs: maxJobs, wake: make(chan struct{}, 1)}
+func newFairQueue(chunk, maxBatch, maxJobs, maxLarge int) *fairQueue {
+	return &fairQueue{chunk: chunk, maxBatch: maxBatch, maxJobs: maxJobs, maxLarge: maxLarge, wake: make(chan struct{}, 1)}
 }
 
 // push enqueues j; it fails when the queue is closed or holds maxJobs.
@@ -76,46 +84,78 @@ func (q *fairQueue) signal() {
 	}
 }
 
-// take appends to batch up to FairChunk queries of each waiting job in
-// round-robin order, until the batch holds maxBatch queries or every job
-// has had one turn. Jobs whose context is done are answered and dropped.
-func (q *fairQueue) take(batch []slice, size int) ([]slice, int) {
+// take appends slices to batch, up to maxBatch queries (see fairQueue);
+// large says whether the batch now holds a slice of a large request (the
+// caller passes it back, and calls doneLarge after running such a batch).
+// Jobs whose context is done are answered and dropped.
+func (q *fairQueue) take(batch []slice, size int, large bool) ([]slice, int, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	visited := 0
-	for len(q.ring) > 0 && size < q.maxBatch && visited < len(q.ring) {
-		if q.next >= len(q.ring) {
-			q.next = 0
-		}
-		j := q.ring[q.next]
-		if err := j.ctx.Err(); err != nil {
-			q.failLocked(j, err)
-			q.removeLocked(q.next)
+	for i := 0; i < len(q.ring); {
+		if err := q.ring[i].ctx.Err(); err != nil {
+			q.failLocked(q.ring[i], err)
+			q.removeLocked(i)
 			continue
 		}
-		n := min(q.chunk, len(j.queries)-j.handed, q.maxBatch-size)
+		i++
+	}
+	// Least attained service first; arrival order among equals.
+	order := slices.Clone(q.ring)
+	slices.SortStableFunc(order, func(a, b *retrieveJob) int { return a.handed - b.handed })
+	largeBudget := 0
+	if large || q.large < q.maxLarge {
+		largeBudget = q.chunk
+	}
+	k := 0 // a batch retrieves the largest k of its slices: never mix in a larger one
+	for _, s := range batch {
+		k = max(k, s.job.k)
+	}
+	for _, j := range order {
+		if size >= q.maxBatch {
+			break
+		}
+		if k == 0 {
+			k = j.k
+		} else if j.k > k {
+			continue
+		}
+		left := len(j.queries) - j.handed
+		n := min(left, q.maxBatch-size)
+		if left > q.chunk {
+			n = min(n, largeBudget)
+			largeBudget -= n
+			if n > 0 && !large {
+				large = true
+				q.large++
+			}
+		}
+		if n == 0 {
+			continue
+		}
 		batch = append(batch, slice{job: j, lo: j.handed, hi: j.handed + n})
 		j.handed += n
 		j.pending++
 		size += n
-		visited++
 		if j.handed == len(j.queries) {
-			q.removeLocked(q.next)
-		} else {
-			q.next++
+			q.removeLocked(slices.Index(q.ring, j))
 		}
 	}
 	if len(q.ring) > 0 {
 		q.signal() // work left for another worker
 	}
-	return batch, size
+	return batch, size, large
+}
+
+// doneLarge ends a batch that held large slices.
+func (q *fairQueue) doneLarge() {
+	q.mu.Lock()
+	q.large--
+	q.mu.Unlock()
+	q.signal()
 }
 
 func (q *fairQueue) removeLocked(i int) {
-	q.ring = append(q.ring[:i], q.ring[i+1:]...)
-	if q.next > i {
-		q.next--
-	}
+	q.ring = slices.Delete(q.ring, i, i+1)
 }
 
 // failLocked answers j with err (once).

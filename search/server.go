@@ -39,18 +39,25 @@ type ServerConfig struct {
 	// MaxInFlight requests are read, retrieved and written at once; beyond
 	// it a request is answered 503 with Retry-After at once.
 	MaxInFlight int
+	// LargeResults: a request asking more than this many results (queries ×
+	// topk) is large; at most MaxLargeInFlight large requests are served at
+	// once, one more is a 503 with Retry-After. This keeps a few clients
+	// looping the largest request from filling MaxInFlight and the workers.
+	LargeResults     int
+	MaxLargeInFlight int
 	// MaxConns bounds open connections (Serve only): one more is answered
 	// 503 with Retry-After and closed.
 	MaxConns int
 	// RetryAfter is the Retry-After of every 503 (whole seconds, ≥ 1).
 	RetryAfter time.Duration
-	// Batching: a worker takes up to FairChunk queries from each waiting
-	// request in turn (round robin) until the batch holds MaxBatch queries,
-	// optionally waiting BatchWindow for more, and answers them with one
-	// Retrieve call. A large request is thus served a slice at a time,
-	// interleaved with the others, and cannot starve small ones. With the
-	// default window 0 batching adds no latency: batches grow only under
-	// load.
+	// Batching: a worker takes every waiting request of at most FairChunk
+	// queries, least served first, and at most FairChunk queries of larger
+	// ones, until the batch holds MaxBatch queries, optionally waiting
+	// BatchWindow for more, and answers them with one Retrieve call. A large
+	// request is thus served a slice at a time, interleaved with the others,
+	// and only Workers−1 workers (at least one) work on large slices at
+	// once: it cannot starve small ones. With the default window 0 batching
+	// adds no latency: batches grow only under load.
 	MaxBatch    int
 	FairChunk   int
 	BatchWindow time.Duration
@@ -75,10 +82,12 @@ func DefaultServerConfig() ServerConfig {
 		Timeout:          30 * time.Second,
 		WriteTimeout:     10 * time.Second,
 		MaxInFlight:      64,
+		LargeResults:     1024,
+		MaxLargeInFlight: 4,
 		MaxConns:         1024,
 		RetryAfter:       time.Second,
 		MaxBatch:         256,
-		FairChunk:        16,
+		FairChunk:        1,
 		QueueSize:        4096,
 	}
 }
@@ -111,6 +120,8 @@ func (c *ServerConfig) validate() error {
 		return fmt.Errorf("server: max in-flight requests %d < 1", c.MaxInFlight)
 	case c.MaxConns < 0:
 		return fmt.Errorf("server: max connections %d < 0", c.MaxConns)
+	case c.LargeResults < 1 || c.MaxLargeInFlight < 1:
+		return fmt.Errorf("server: large requests (> %d results) limited to %d in flight: both must be ≥ 1", c.LargeResults, c.MaxLargeInFlight)
 	case c.FairChunk < 1:
 		return fmt.Errorf("server: fair chunk %d < 1", c.FairChunk)
 	}
@@ -367,6 +378,7 @@ type Server struct {
 	cfg      ServerConfig
 	q        *fairQueue
 	inflight chan struct{} // semaphore of MaxInFlight
+	large    chan struct{} // semaphore of MaxLargeInFlight
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	once     sync.Once
@@ -380,8 +392,9 @@ func NewServer(r Retriever, cfg ServerConfig) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{r: r, cfg: cfg, q: newFairQueue(cfg.FairChunk, cfg.MaxBatch, cfg.QueueSize),
-		inflight: make(chan struct{}, cfg.MaxInFlight), stop: make(chan struct{})}
+	s := &Server{r: r, cfg: cfg, q: newFairQueue(cfg.FairChunk, cfg.MaxBatch, cfg.QueueSize, max(1, cfg.Workers-1)),
+		inflight: make(chan struct{}, cfg.MaxInFlight), large: make(chan struct{}, cfg.MaxLargeInFlight),
+		stop: make(chan struct{})}
 	for w := 0; w < cfg.Workers; w++ {
 		s.wg.Add(1)
 		go s.worker()
@@ -412,7 +425,7 @@ func (s *Server) worker() {
 		case <-s.stop:
 			return
 		}
-		batch, n := s.q.take(nil, 0)
+		batch, n, large := s.q.take(nil, 0, false)
 		if len(batch) == 0 {
 			continue
 		}
@@ -422,7 +435,7 @@ func (s *Server) worker() {
 			for n < s.cfg.MaxBatch {
 				select {
 				case <-s.q.wake:
-					batch, n = s.q.take(batch, n)
+					batch, n, large = s.q.take(batch, n, large)
 				case <-timer.C:
 					break collect
 				case <-s.stop:
@@ -432,6 +445,9 @@ func (s *Server) worker() {
 			timer.Stop()
 		}
 		s.runBatch(batch)
+		if large {
+			s.q.doneLarge()
+		}
 	}
 }
 
@@ -588,6 +604,18 @@ func (s *Server) handleRetrieve(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	if len(req.Queries)*req.TopK > s.cfg.LargeResults {
+		select {
+		case s.large <- struct{}{}:
+			defer func() { <-s.large }()
+		default:
+			s.errors.Add(1)
+			s.rejected.Add(1)
+			s.unavailable(w, fmt.Sprintf("server busy: %d large requests (over %d results) in flight (max_large_in_flight)",
+				s.cfg.MaxLargeInFlight, s.cfg.LargeResults))
+			return
+		}
+	}
 	s.queries.Add(int64(len(req.Queries)))
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
 	defer cancel()
@@ -625,7 +653,12 @@ func (s *Server) handleRetrieve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
-	deadline := func() { _ = rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout)) }
+	deadline := func() {
+		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+		// Encoding a large answer is CPU-bound; yield between pieces so
+		// that small requests are not held behind it.
+		runtime.Gosched()
+	}
 	if err := writeRetrieveResponse(w, hits, req.ReturnScores, deadline); err != nil {
 		s.errors.Add(1)
 		s.logf("writing response: %v", err)
