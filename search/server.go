@@ -23,11 +23,11 @@ import (
 
 // ServerConfig bounds what one request may ask and how requests are batched.
 type ServerConfig struct {
-	DefaultTopK  int           // topk when the request omits it (Search-R1's retriever: 3)
-	MaxTopK      int           // topk above this is a 400
-	MaxQueries   int           // queries per request above this is a 400
-	MaxResults   int           // queries × topk above this is a 400 (0: no cap)
-	MaxBodyBytes int64         // larger bodies are a 413
+	DefaultTopK  int   // topk when the request omits it (Search-R1's retriever: 3)
+	MaxTopK      int   // topk above this is a 400
+	MaxQueries   int   // queries per request above this is a 400
+	MaxResults   int   // queries × topk above this is a 400 (0: no cap)
+	MaxBodyBytes int64 // larger bodies are a 413
 	// MaxResponseBytes: a response that would be larger is a 413 naming the
 	// limit (checked before anything is written; responses are streamed).
 	MaxResponseBytes int64
@@ -73,10 +73,10 @@ type ServerConfig struct {
 // DefaultServerConfig returns the limits `cas serve` uses.
 func DefaultServerConfig() ServerConfig {
 	return ServerConfig{
-		DefaultTopK:  3,
-		MaxTopK:      100,
-		MaxQueries:   1024,
-		MaxResults:   10000,
+		DefaultTopK:      3,
+		MaxTopK:          100,
+		MaxQueries:       1024,
+		MaxResults:       10000,
 		MaxBodyBytes:     4 << 20,
 		MaxResponseBytes: 32 << 20,
 		Timeout:          30 * time.Second,
