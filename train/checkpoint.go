@@ -193,19 +193,32 @@ func copyFileIfExists(from, to string) error {
 	return atomicfile.Copy(from, to)
 }
 
-// pruneCheckpoints deletes the oldest complete checkpoints beyond keep
-// (never current) and leftover temporary folders of interrupted writes.
+// pruneCheckpoints deletes leftover temporary folders of interrupted
+// writes, checkpoints newer than current (written but never committed as
+// "latest" before a crash: the resumed run writes them again), and the
+// oldest complete checkpoints beyond keep (never current). The trainer runs
+// it after every checkpoint and when it resumes, so keep holds after a
+// crash too.
 func pruneCheckpoints(root string, keep int, current string) error {
 	tmps, _ := filepath.Glob(filepath.Join(root, checkpointTmpGlob))
 	for _, t := range tmps {
 		os.RemoveAll(t)
 	}
-	if keep <= 0 {
-		return nil
-	}
 	steps, err := listCheckpoints(root)
 	if err != nil {
 		return err
+	}
+	if cur, err := strconv.Atoi(strings.TrimPrefix(current, checkpointPrefix)); err == nil {
+		for len(steps) > 0 && steps[len(steps)-1] > cur {
+			name := CheckpointName(steps[len(steps)-1])
+			if err := os.RemoveAll(filepath.Join(root, name)); err != nil {
+				return fmt.Errorf("checkpoint: remove uncommitted %s: %w", name, err)
+			}
+			steps = steps[:len(steps)-1]
+		}
+	}
+	if keep <= 0 {
+		return nil
 	}
 	for len(steps) > keep {
 		name := CheckpointName(steps[0])

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -60,6 +61,26 @@ func TestCheckpointPruneAndLatest(t *testing.T) {
 	// config.json was written from the model's config (no source folder).
 	if b, err := os.ReadFile(filepath.Join(latest, "config.json")); err != nil || !strings.Contains(string(b), "Qwen2ForCausalLM") {
 		t.Errorf("config.json: %v", err)
+	}
+	// After a crash: step 5 written but "latest" still naming 4 (the crash
+	// came between the rename and "latest"), and keep lowered to 1, as when
+	// a crash came between a checkpoint and its pruning. Resuming drops the
+	// uncommitted step 5 and prunes to keep around latest.
+	st5 := TrainerState{Step: 5, TotalSteps: 5, RNG: rngState}
+	if _, err := WriteCheckpoint(dir, m, aci, st5, CheckpointSource{}, safetensors.BF16, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFileAtomic(filepath.Join(root, LatestFile), []byte(CheckpointName(4)+"\n")); err != nil {
+		t.Fatal(err)
+	}
+	if steps, _ := listCheckpoints(root); !slices.Equal(steps, []int{3, 4, 5}) {
+		t.Fatalf("crash state %v, want [3 4 5]", steps)
+	}
+	if err := pruneCheckpoints(root, 1, CheckpointName(4)); err != nil {
+		t.Fatal(err)
+	}
+	if steps, err := listCheckpoints(root); err != nil || !slices.Equal(steps, []int{4}) {
+		t.Fatalf("after the resume prune: %v (%v), want [4]", steps, err)
 	}
 	// A "latest" naming something odd is an error, not a path escape.
 	if err := os.WriteFile(filepath.Join(root, LatestFile), []byte("../../etc\n"), 0o644); err != nil {
