@@ -109,7 +109,7 @@ func WriteCheckpoint(runDir string, policy *qwen.Model, aci *conformal.ACI, st T
 	if err := writeHFFolder(tmp, policy, src, dtype); err != nil {
 		return fail(err)
 	}
-	if err := saveOptimizerState(policy.Context(), filepath.Join(tmp, OptimizerFile)); err != nil {
+	if err := SaveOptimizerState(policy.Context(), filepath.Join(tmp, OptimizerFile)); err != nil {
 		return fail(err)
 	}
 	if aci != nil {
@@ -326,9 +326,10 @@ func optimizerVariable(v *context.Variable) bool {
 	return s != "/"+AccumScope && !strings.HasPrefix(s, "/"+AccumScope+"/")
 }
 
-// saveOptimizerState writes every optimiser variable of ctx (float32 and
-// int64 tensors) under its scoped name.
-func saveOptimizerState(ctx *context.Context, path string) error {
+// SaveOptimizerState writes every optimiser variable of ctx (AdamW moments
+// and step counters: float32 and int64 tensors) under its scoped name, for
+// RestoreOptimizerState.
+func SaveOptimizerState(ctx *context.Context, path string) error {
 	var ts []safetensors.Tensor
 	for v := range ctx.IterVariables() {
 		if !optimizerVariable(v) {

@@ -111,7 +111,7 @@ func TestOptimizerStateRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	if err := saveOptimizerState(a.Context(), filepath.Join(dir, OptimizerFile)); err != nil {
+	if err := SaveOptimizerState(a.Context(), filepath.Join(dir, OptimizerFile)); err != nil {
 		t.Fatal(err)
 	}
 	if err := writeHFFolder(dir, a, CheckpointSource{}, safetensors.F32); err != nil {

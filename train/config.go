@@ -625,14 +625,4 @@ func writeFileAtomic(path string, b []byte) error {
 }
 
 // syncDir fsyncs a directory so that renames into it are durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
-}
+func syncDir(dir string) error { return atomicfile.SyncDir(dir) }
