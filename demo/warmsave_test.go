@@ -1,14 +1,19 @@
 package demo
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/train"
@@ -25,6 +30,8 @@ type warmFixture struct {
 	examples []train.Trajectory
 	w        WarmSettings
 	tok      string
+	// afterStep is passed to the warm start (the SIGKILL test's child).
+	afterStep func(int)
 }
 
 func newWarmFixture(t *testing.T) *warmFixture {
@@ -57,11 +64,12 @@ func (f *warmFixture) run(root string, crash func(string) error, cancelAt int) (
 	wr := &warmRun{w: f.w, seed: 1, saver: saver, logf: func(string, ...any) {},
 		fresh: func() (*qwen.Model, error) { return qwen.NewRandom(f.qc, be, 5) },
 		load:  func(dir string) (*qwen.Model, error) { return saver.load(dir, be) }}
-	if cancelAt > 0 {
-		wr.afterStep = func(step int) {
-			if step == cancelAt-1 {
-				cancel()
-			}
+	wr.afterStep = func(step int) {
+		if f.afterStep != nil {
+			f.afterStep(step)
+		}
+		if step == cancelAt-1 {
+			cancel()
 		}
 	}
 	m, _, err := wr.train(ctx, f.examples, &rep)
@@ -145,5 +153,83 @@ func TestWarmStartResumesExactly(t *testing.T) {
 				t.Errorf("saves left: %v, want latest and step-000012", names)
 			}
 		})
+	}
+}
+
+// TestWarmStartSIGKILL runs the warm start in a child process, kills it
+// with SIGKILL at points around its steps and saves (after step k is
+// reported, plus a random delay of up to 4 ms: inside the step that
+// follows or inside the save), resumes it here, and checks the resumed run
+// against the uninterrupted one, bit for bit.
+func TestWarmStartSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	f := newWarmFixture(t)
+	ref, refRep, err := f.run(filepath.Join(t.TempDir(), warmSavesDir), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refW := weightsOf(t, ref)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	for _, after := range []int{1, 3, 3, 6, 8, 9, 12} {
+		root := filepath.Join(t.TempDir(), warmSavesDir)
+		child := exec.Command(exe, "-test.run=^TestWarmStartChild$", "-test.count=1")
+		child.Env = append(os.Environ(), "CAS_WARM_CHILD_ROOT="+root)
+		out, err := child.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := child.Start(); err != nil {
+			t.Fatal(err)
+		}
+		delay := time.Duration(rng.IntN(4000)) * time.Microsecond
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if sc.Text() == fmt.Sprintf("step %d", after) {
+				time.Sleep(delay)
+				child.Process.Kill()
+				break
+			}
+		}
+		go io.Copy(io.Discard, out)
+		child.Wait()
+		var left []string // what the kill left on disk
+		entries, _ := os.ReadDir(root)
+		for _, e := range entries {
+			left = append(left, e.Name())
+		}
+		m, rep, err := f.run(root, nil, 0)
+		if err != nil {
+			t.Fatalf("kill after step %d + %v: resume: %v", after, delay, err)
+		}
+		if !slices.Equal(rep.Losses, refRep.Losses) {
+			t.Fatalf("kill after step %d + %v: resumed losses %v, uninterrupted %v", after, delay, rep.Losses, refRep.Losses)
+		}
+		for name, v := range weightsOf(t, m) {
+			if !slices.Equal(v, refW[name]) {
+				t.Fatalf("kill after step %d + %v: weight %s differs", after, delay, name)
+			}
+		}
+		t.Logf("SIGKILL after step %d + %v (left %v): resumed to identical losses and weights", after, delay, left)
+	}
+}
+
+// TestWarmStartChild is TestWarmStartSIGKILL's child process (it does
+// nothing otherwise): it runs the fixture's warm start in
+// $CAS_WARM_CHILD_ROOT, printing "step N" after each step.
+func TestWarmStartChild(t *testing.T) {
+	root := os.Getenv("CAS_WARM_CHILD_ROOT")
+	if root == "" {
+		t.Skip("child process of TestWarmStartSIGKILL")
+	}
+	f := newWarmFixture(t)
+	f.afterStep = func(step int) { fmt.Fprintf(os.Stdout, "step %d\n", step) }
+	if _, _, err := f.run(root, nil, 0); err != nil {
+		t.Fatal(err)
 	}
 }
