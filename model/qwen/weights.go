@@ -10,6 +10,8 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/ml/context"
+
+	"github.com/cas-engine/cas/model/safetensors"
 )
 
 // weights is the tensor tree of a Qwen checkpoint, bound declaratively: the
@@ -181,18 +183,7 @@ func checkWeights(c *Config, source string, names []string, info func(string) (t
 // checkLayerCount compares num_hidden_layers with the layers the weights
 // hold (model.layers.N.*), in time linear in the number of tensors.
 func checkLayerCount(c *Config, source string, names []string) error {
-	layers := 0
-	for _, n := range names {
-		rest, ok := strings.CutPrefix(n, "model.layers.")
-		if !ok {
-			continue
-		}
-		num, _, _ := strings.Cut(rest, ".")
-		if i, err := strconv.Atoi(num); err == nil && i >= 0 && i < maxDim && i+1 > layers {
-			layers = i + 1
-		}
-	}
-	if c.NumHiddenLayers > layers {
+	if layers := safetensors.CountLayers(names, "model.layers."); c.NumHiddenLayers > layers {
 		return fmt.Errorf("%s: config.json has num_hidden_layers = %d, the weights hold %d layers (model.layers.0 … model.layers.%d)",
 			source, c.NumHiddenLayers, layers, layers-1)
 	}

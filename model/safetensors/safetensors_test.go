@@ -430,3 +430,21 @@ func FuzzOpenDirIndex(f *testing.F) {
 		}
 	})
 }
+
+func TestCountLayers(t *testing.T) {
+	for _, tc := range []struct {
+		names  []string
+		prefix string
+		want   int
+	}{
+		{[]string{"model.layers.0.a", "model.layers.1.b", "model.norm.weight"}, "model.layers.", 2},
+		{[]string{"model.layers.3.a"}, "model.layers.", 4},
+		{[]string{"model.layers.x.a", "model.layers.-1.b", "model.layers.99999999999.c", "model.layers.7"}, "model.layers.", 8},
+		{[]string{"encoder.layer.11.output.dense.weight", "bert.encoder.layer.2.x"}, "encoder.layer.", 12},
+		{nil, "model.layers.", 0},
+	} {
+		if got := CountLayers(tc.names, tc.prefix); got != tc.want {
+			t.Errorf("CountLayers(%v) = %d, want %d", tc.names, got, tc.want)
+		}
+	}
+}
