@@ -7,21 +7,23 @@ import (
 )
 
 // fairQueue holds the requests waiting for retrieval and hands their
-// queries to workers by least attained service: each batch serves first the
-// requests that have had the fewest queries handed out so far, a request
-// with at most FairChunk queries left whole, a larger one a slice of at most
-// FairChunk queries, and large slices take at most FairChunk queries of a
-// batch in all; a batch never takes a request with a larger topk than its
-// first (retrieval cost grows with k). A request of a thousand queries is thus served a slice at a
-// time, interleaved with every other request, and a new small request goes
-// ahead of it: it waits for at most the batches already running.
+// queries to workers by least attained service: each batch takes first the
+// requests that have had the fewest queries handed out so far. A small
+// request (at most largeResults results) is taken whole; a large one gives
+// a slice of at most chunk queries per batch, in at most maxLarge batches
+// at once, and is not mixed into a batch of smaller topk. A request of a
+// thousand queries is thus served a slice at a time, interleaved with every
+// other request, and a new small request goes ahead of it: it waits for at
+// most the batches already running.
 type fairQueue struct {
 	chunk, maxBatch, maxJobs int
 	// maxLarge batches holding large slices run at once (the others hold
 	// only requests of at most chunk queries), so that CPU-bound work on
 	// large requests leaves a core to the small ones.
-	maxLarge int
-	large    int // batches with large slices running
+	maxLarge     int
+	large        int // batches with large slices running
+	largeResults int // a request asking more results (queries × topk) is large
+	starved      bool
 
 	mu     sync.Mutex
 	ring   []*retrieveJob // jobs with queries not yet handed out, in arrival order
@@ -56,9 +58,13 @@ type slice struct {
 	lo, hi int
 }
 
-func newFairQueue(chunk, maxBatch, maxJobs, maxLarge int) *fairQueue {
-	return &fairQueue{chunk: chunk, maxBatch: maxBatch, maxJobs: maxJobs, maxLarge: maxLarge, wake: make(chan struct{}, 1)}
+func newFairQueue(chunk, maxBatch, maxJobs, maxLarge, largeResults int) *fairQueue {
+	return &fairQueue{chunk: chunk, maxBatch: maxBatch, maxJobs: maxJobs, maxLarge: maxLarge, largeResults: largeResults,
+		wake: make(chan struct{}, 1)}
 }
+
+// isLarge says whether j asks more than largeResults results.
+func (q *fairQueue) isLarge(j *retrieveJob) bool { return len(j.queries)*j.k > q.largeResults }
 
 // push enqueues j; it fails when the queue is closed or holds maxJobs.
 func (q *fairQueue) push(j *retrieveJob) error {
@@ -99,14 +105,25 @@ func (q *fairQueue) take(batch []slice, size int, large bool) ([]slice, int, boo
 		}
 		i++
 	}
-	// Least attained service first; arrival order among equals.
+	// Least attained service first; arrival order among equals. After a
+	// take that left large requests waiting for a smaller topk, they go
+	// first, so that with one worker they are not starved.
 	order := slices.Clone(q.ring)
-	slices.SortStableFunc(order, func(a, b *retrieveJob) int { return a.handed - b.handed })
+	slices.SortStableFunc(order, func(a, b *retrieveJob) int {
+		if q.starved && q.isLarge(a) != q.isLarge(b) {
+			if q.isLarge(a) {
+				return -1
+			}
+			return 1
+		}
+		return a.handed - b.handed
+	})
+	q.starved = false
 	largeBudget := 0
 	if large || q.large < q.maxLarge {
 		largeBudget = q.chunk
 	}
-	k := 0 // a batch retrieves the largest k of its slices: never mix in a larger one
+	k := 0 // the batch retrieves its largest topk
 	for _, s := range batch {
 		k = max(k, s.job.k)
 	}
@@ -114,14 +131,16 @@ func (q *fairQueue) take(batch []slice, size int, large bool) ([]slice, int, boo
 		if size >= q.maxBatch {
 			break
 		}
-		if k == 0 {
-			k = j.k
-		} else if j.k > k {
-			continue
-		}
 		left := len(j.queries) - j.handed
 		n := min(left, q.maxBatch-size)
-		if left > q.chunk {
+		if q.isLarge(j) {
+			// A slice of a large request, unless it would raise the topk
+			// of small requests already in the batch (retrieval cost
+			// grows with k).
+			if k > 0 && j.k > k {
+				q.starved = true
+				continue
+			}
 			n = min(n, largeBudget)
 			largeBudget -= n
 			if n > 0 && !large {
@@ -132,6 +151,7 @@ func (q *fairQueue) take(batch []slice, size int, large bool) ([]slice, int, boo
 		if n == 0 {
 			continue
 		}
+		k = max(k, j.k)
 		batch = append(batch, slice{job: j, lo: j.handed, hi: j.handed + n})
 		j.handed += n
 		j.pending++

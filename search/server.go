@@ -50,14 +50,14 @@ type ServerConfig struct {
 	MaxConns int
 	// RetryAfter is the Retry-After of every 503 (whole seconds, ≥ 1).
 	RetryAfter time.Duration
-	// Batching: a worker takes every waiting request of at most FairChunk
-	// queries, least served first, and at most FairChunk queries of larger
-	// ones, until the batch holds MaxBatch queries, optionally waiting
-	// BatchWindow for more, and answers them with one Retrieve call. A large
-	// request is thus served a slice at a time, interleaved with the others,
-	// and only Workers−1 workers (at least one) work on large slices at
-	// once: it cannot starve small ones. With the default window 0 batching
-	// adds no latency: batches grow only under load.
+	// Batching: a worker takes every waiting small request (at most
+	// LargeResults results) whole, least served first, and at most
+	// FairChunk queries of a large one, until the batch holds MaxBatch
+	// queries, optionally waiting BatchWindow for more, and answers them
+	// with one Retrieve call. A large request is thus served a slice at a
+	// time, interleaved with the others, by at most Workers−1 workers at
+	// once (at least one): it cannot starve small ones. With the default
+	// window 0 batching adds no latency: batches grow only under load.
 	MaxBatch    int
 	FairChunk   int
 	BatchWindow time.Duration
@@ -392,7 +392,7 @@ func NewServer(r Retriever, cfg ServerConfig) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{r: r, cfg: cfg, q: newFairQueue(cfg.FairChunk, cfg.MaxBatch, cfg.QueueSize, max(1, cfg.Workers-1)),
+	s := &Server{r: r, cfg: cfg, q: newFairQueue(cfg.FairChunk, cfg.MaxBatch, cfg.QueueSize, max(1, cfg.Workers-1), cfg.LargeResults),
 		inflight: make(chan struct{}, cfg.MaxInFlight), large: make(chan struct{}, cfg.MaxLargeInFlight),
 		stop: make(chan struct{})}
 	for w := 0; w < cfg.Workers; w++ {

@@ -180,7 +180,7 @@ func TestServerDropsNonReader(t *testing.T) {
 // TestFairQueueInterleaves: a large request is handed out FairChunk queries
 // at a time, and a small request queued behind it is in the first batch.
 func TestFairQueueInterleaves(t *testing.T) {
-	q := newFairQueue(16, 256, 10, 1)
+	q := newFairQueue(16, 256, 10, 1, 1024)
 	big := &retrieveJob{ctx: context.Background(), queries: make([]string, 1000), k: 3, done: make(chan jobResult, 1)}
 	small := &retrieveJob{ctx: context.Background(), queries: []string{"a"}, k: 3, done: make(chan jobResult, 1)}
 	if err := q.push(big); err != nil {
@@ -216,16 +216,34 @@ func TestFairQueueInterleaves(t *testing.T) {
 	// The rest of the big request: 984 queries in slices of 16, one per take.
 	for taken := 16; taken < 1000; {
 		b, n, l := q.take(nil, 0, false)
-		if len(b) != 1 || n > 16 || l != (1000-taken > 16) {
+		if len(b) != 1 || n > 16 || !l {
 			t.Fatalf("batch %+v (large %v)", b, l)
 		}
-		if l {
-			q.doneLarge()
-		}
+		q.doneLarge()
 		taken += n
 		q.finish(b[0], make([][]Hit, n), nil)
 	}
 	if r := <-big.done; r.err != nil || len(r.hits) != 1000 {
 		t.Fatalf("big: %d hits, %v", len(r.hits), r.err)
+	}
+}
+
+// TestFairQueueTopK: a large request of topk 100 is not mixed into a batch
+// of topk-3 requests, and goes first in the next batch so that one worker
+// cannot starve it.
+func TestFairQueueTopK(t *testing.T) {
+	q := newFairQueue(1, 256, 10, 1, 1024)
+	big := &retrieveJob{ctx: context.Background(), queries: make([]string, 100), k: 100, done: make(chan jobResult, 1)}
+	small := &retrieveJob{ctx: context.Background(), queries: []string{"a"}, k: 3, done: make(chan jobResult, 1)}
+	q.push(small)
+	q.push(big)
+	if b, n, l := q.take(nil, 0, false); n != 1 || b[0].job != small || l {
+		t.Fatalf("first batch %+v (large %v), want the small request alone", b, l)
+	}
+	small2 := &retrieveJob{ctx: context.Background(), queries: []string{"b"}, k: 3, done: make(chan jobResult, 1)}
+	q.push(small2)
+	b, n, l := q.take(nil, 0, false)
+	if n != 2 || b[0].job != big || b[0].hi != 1 || b[1].job != small2 || !l {
+		t.Fatalf("second batch %+v (large %v), want one query of the large request first, then the new small one", b, l)
 	}
 }
