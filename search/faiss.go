@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"unsafe"
 
 	"github.com/cas-engine/cas/tensor"
 )
@@ -236,10 +237,11 @@ func (r *faissReader) ivfFlat(depth int) *IVF {
 		return nil
 	}
 	// Each list costs ~150 bytes of bookkeeping in memory but may take only
-	// its centroid (4·d bytes) in the file: an IVF with more lists than
-	// vectors, which search cannot use, would cost up to 38× the file.
-	if nlist > uint64(max(h.ntotal, 1)) {
-		r.fail("nlist %d exceeds the %d vectors stored (an IVF has at most one list per vector)", nlist, h.ntotal)
+	// its centroid (4·d bytes) in the file: at d = 1, 2^24 empty lists
+	// would cost 38× the file. Lists may cost at most 4× the file (plus
+	// 1 MiB for small files).
+	if perList := uint64(unsafe.Sizeof(ivfList{})) + 8; nlist*perList > 4*uint64(len(r.b))+1<<20 {
+		r.fail("nlist %d would take %d MB of list bookkeeping for a %d-byte file (over 4× its size)", nlist, nlist*perList>>20, len(r.b))
 		return nil
 	}
 	qi := r.index(depth + 1)
