@@ -161,12 +161,16 @@ func (ws *warmSaver) latest() (dir string, st warmState, ok bool, err error) {
 		return "", st, false, fmt.Errorf("warm saves: %w", err)
 	}
 	name := strings.TrimSpace(string(b))
-	if n, cerr := strconv.Atoi(strings.TrimPrefix(name, warmSavePrefix)); cerr != nil || n < 0 || !strings.HasPrefix(name, warmSavePrefix) {
-		return "", st, false, fmt.Errorf("%s: bad save name %q", filepath.Join(ws.root, warmLatestFile), name)
+	step, cerr := strconv.Atoi(strings.TrimPrefix(name, warmSavePrefix))
+	if cerr != nil || step < 0 || name != warmSavePrefix+fmt.Sprintf("%06d", step) {
+		return "", st, false, fmt.Errorf("%s: bad save name %.40q", filepath.Join(ws.root, warmLatestFile), name)
 	}
 	dir = filepath.Join(ws.root, name)
 	if err := readJSON(filepath.Join(dir, warmStateFile), &st); err != nil {
 		return "", st, false, fmt.Errorf("warm save %s: %w", dir, err)
+	}
+	if st.Report.Steps != step || len(st.Report.Losses) != step {
+		return "", st, false, fmt.Errorf("warm save %s: state of step %d with %d losses", dir, st.Report.Steps, len(st.Report.Losses))
 	}
 	if err := ws.prune(name); err != nil {
 		return "", st, false, err

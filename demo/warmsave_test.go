@@ -233,3 +233,45 @@ func TestWarmStartChild(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// FuzzWarmState: any latest pointer and warm_state.json give a save the
+// sampler accepts, or an error naming the file; never a panic.
+func FuzzWarmState(f *testing.F) {
+	f.Add("step-000002", []byte(`{"report":{"steps":2,"losses":[1,2]},"sft":{"rng":"cGNnOgAAAAAAAAABAAAAAAAAAAI=","order":[[0,1],[2,3]],"pos":1}}`))
+	f.Add("step-000002", []byte(`{"report":{"steps":2,"losses":[1,2]},"sft":{"rng":"AA==","order":[[0,9]],"pos":5}}`))
+	f.Add("step-2", []byte(`{}`))
+	f.Add("../x", []byte(`[`))
+	f.Fuzz(func(t *testing.T, latest string, state []byte) {
+		root := t.TempDir()
+		dir := filepath.Join(root, "step-000002")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, warmStateFile), state, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, warmLatestFile), []byte(latest), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ws := &warmSaver{root: root}
+		d, st, ok, err := ws.latest()
+		if err != nil || !ok {
+			return
+		}
+		if filepath.Dir(d) != root {
+			t.Fatalf("save %s outside %s", d, root)
+		}
+		s := &sft{batch: 2, src: rand.NewPCG(1, 2)}
+		if err := s.restore(st.SFT, 4); err != nil {
+			return
+		}
+		for s.pos < len(s.order) {
+			for _, i := range s.order[s.pos] {
+				if i < 0 || i >= 4 {
+					t.Fatalf("restored an example index %d outside [0, 4)", i)
+				}
+			}
+			s.pos++
+		}
+	})
+}
