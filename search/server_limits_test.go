@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -245,5 +246,33 @@ func TestFairQueueTopK(t *testing.T) {
 	b, n, l := q.take(nil, 0, false)
 	if n != 2 || b[0].job != big || b[0].hi != 1 || b[1].job != small2 || !l {
 		t.Fatalf("second batch %+v (large %v), want one query of the large request first, then the new small one", b, l)
+	}
+}
+
+// TestClientHonoursRetryAfter: a 503 with Retry-After: 1 makes the client
+// wait a second (not its 100 ms backoff) before retrying.
+func TestClientHonoursRetryAfter(t *testing.T) {
+	var calls int
+	var first time.Time
+	var gap time.Duration
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls++
+		if calls == 1 {
+			first = time.Now()
+			w.Header().Set("Retry-After", "1")
+			writeJSONError(w, http.StatusServiceUnavailable, "busy")
+			return
+		}
+		gap = time.Since(first)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"result": [[{"document": {"id": "1", "contents": "x"}, "score": 1}]]}`)
+	}))
+	defer ts.Close()
+	hits, err := NewClient(ts.URL).Retrieve(context.Background(), []string{"q"}, 1)
+	if err != nil || len(hits) != 1 {
+		t.Fatalf("%v %v", hits, err)
+	}
+	if calls != 2 || gap < 900*time.Millisecond {
+		t.Errorf("%d calls, retried after %v, want 2 calls and about 1 s", calls, gap)
 	}
 }
