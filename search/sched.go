@@ -10,13 +10,13 @@ import (
 // queries to workers by least attained service: each batch takes first the
 // requests that have had the fewest queries handed out so far. A small
 // request (at most largeResults results) is taken whole; a large one gives
-// a slice of at most chunk queries per batch, in at most maxLarge batches
+// a slice of at most chunk results (queries × topk) per batch, in at most maxLarge batches
 // at once, and is not mixed into a batch of smaller topk. A request of a
 // thousand queries is thus served a slice at a time, interleaved with every
 // other request, and a new small request goes ahead of it: it waits for at
 // most the batches already running.
 type fairQueue struct {
-	chunk, maxBatch, maxJobs int
+	chunk, maxBatch, maxJobs int // chunk: results of large requests per batch
 	// maxLarge batches holding large slices run at once (the others hold
 	// only requests of at most chunk queries), so that CPU-bound work on
 	// large requests leaves a core to the small ones.
@@ -141,8 +141,14 @@ func (q *fairQueue) take(batch []slice, size int, large bool) ([]slice, int, boo
 				q.starved = true
 				continue
 			}
-			n = min(n, largeBudget)
-			largeBudget -= n
+			// At most chunk results of large requests per batch (at least
+			// one query, when the batch has none yet).
+			fit := largeBudget / j.k
+			if fit == 0 && largeBudget == q.chunk {
+				fit = 1
+			}
+			n = min(n, fit)
+			largeBudget -= min(largeBudget, n*j.k)
 			if n > 0 && !large {
 				large = true
 				q.large++

@@ -52,17 +52,18 @@ type ServerConfig struct {
 	RetryAfter time.Duration
 	// Batching: a worker takes every waiting small request (at most
 	// LargeResults results) whole, least served first, and at most
-	// FairChunk queries of a large one, until the batch holds MaxBatch
+	// FairChunkResults results (queries × topk, at least one query) of a
+	// large one, until the batch holds MaxBatch
 	// queries, optionally waiting BatchWindow for more, and answers them
 	// with one Retrieve call. A large request is thus served a slice at a
 	// time, interleaved with the others, by at most Workers−1 workers at
 	// once (at least one): it cannot starve small ones. With the default
 	// window 0 batching adds no latency: batches grow only under load.
-	MaxBatch    int
-	FairChunk   int
-	BatchWindow time.Duration
-	Workers     int // concurrent batches (0: GOMAXPROCS)
-	QueueSize   int // waiting requests beyond this get a 503
+	MaxBatch         int
+	FairChunkResults int
+	BatchWindow      time.Duration
+	Workers          int // concurrent batches (0: GOMAXPROCS)
+	QueueSize        int // waiting requests beyond this get a 503
 	// Kind and Docs are reported by /health.
 	Kind string
 	Docs int
@@ -82,12 +83,12 @@ func DefaultServerConfig() ServerConfig {
 		Timeout:          30 * time.Second,
 		WriteTimeout:     10 * time.Second,
 		MaxInFlight:      64,
-		LargeResults:     1024,
-		MaxLargeInFlight: 4,
+		LargeResults:     4096,
+		MaxLargeInFlight: 16,
 		MaxConns:         1024,
 		RetryAfter:       time.Second,
 		MaxBatch:         256,
-		FairChunk:        1,
+		FairChunkResults: 256,
 		QueueSize:        4096,
 	}
 }
@@ -122,8 +123,8 @@ func (c *ServerConfig) validate() error {
 		return fmt.Errorf("server: max connections %d < 0", c.MaxConns)
 	case c.LargeResults < 1 || c.MaxLargeInFlight < 1:
 		return fmt.Errorf("server: large requests (> %d results) limited to %d in flight: both must be ≥ 1", c.LargeResults, c.MaxLargeInFlight)
-	case c.FairChunk < 1:
-		return fmt.Errorf("server: fair chunk %d < 1", c.FairChunk)
+	case c.FairChunkResults < 1:
+		return fmt.Errorf("server: fair chunk of %d results < 1", c.FairChunkResults)
 	}
 	if c.RetryAfter < time.Second {
 		c.RetryAfter = time.Second
@@ -392,7 +393,7 @@ func NewServer(r Retriever, cfg ServerConfig) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{r: r, cfg: cfg, q: newFairQueue(cfg.FairChunk, cfg.MaxBatch, cfg.QueueSize, max(1, cfg.Workers-1), cfg.LargeResults),
+	s := &Server{r: r, cfg: cfg, q: newFairQueue(cfg.FairChunkResults, cfg.MaxBatch, cfg.QueueSize, max(1, cfg.Workers-1), cfg.LargeResults),
 		inflight: make(chan struct{}, cfg.MaxInFlight), large: make(chan struct{}, cfg.MaxLargeInFlight),
 		stop: make(chan struct{})}
 	for w := 0; w < cfg.Workers; w++ {

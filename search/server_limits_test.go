@@ -181,7 +181,7 @@ func TestServerDropsNonReader(t *testing.T) {
 // TestFairQueueInterleaves: a large request is handed out FairChunk queries
 // at a time, and a small request queued behind it is in the first batch.
 func TestFairQueueInterleaves(t *testing.T) {
-	q := newFairQueue(16, 256, 10, 1, 1024)
+	q := newFairQueue(48, 256, 10, 1, 1024) // 48 results: 16 queries of topk 3
 	big := &retrieveJob{ctx: context.Background(), queries: make([]string, 1000), k: 3, done: make(chan jobResult, 1)}
 	small := &retrieveJob{ctx: context.Background(), queries: []string{"a"}, k: 3, done: make(chan jobResult, 1)}
 	if err := q.push(big); err != nil {
@@ -233,7 +233,7 @@ func TestFairQueueInterleaves(t *testing.T) {
 // of topk-3 requests, and goes first in the next batch so that one worker
 // cannot starve it.
 func TestFairQueueTopK(t *testing.T) {
-	q := newFairQueue(1, 256, 10, 1, 1024)
+	q := newFairQueue(1, 256, 10, 1, 1024) // 1 result: one query of any topk
 	big := &retrieveJob{ctx: context.Background(), queries: make([]string, 100), k: 100, done: make(chan jobResult, 1)}
 	small := &retrieveJob{ctx: context.Background(), queries: []string{"a"}, k: 3, done: make(chan jobResult, 1)}
 	q.push(small)

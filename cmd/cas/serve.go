@@ -48,7 +48,7 @@ full, beyond --max-inflight requests or --max-large-inflight large ones (over
 with Retry-After. Answers are streamed one query at a time; a client that
 does not take a piece within --write-timeout is dropped. Concurrent requests
 are batched into one retrieval call per worker, small requests first and
-large ones --fair-chunk queries at a time.
+large ones --fair-chunk-results results at a time.
 SIGINT/SIGTERM stop accepting, finish in-flight requests (up to --grace) and
 exit 0. A dense folder needs --encoder (and --tokenizer).`,
 		Args: cobra.NoArgs,
@@ -101,7 +101,7 @@ exit 0. A dense folder needs --encoder (and --tokenizer).`,
 	f.IntVar(&cfg.LargeResults, "large-results", cfg.LargeResults, "a request asking more results (queries × topk) is large")
 	f.IntVar(&cfg.MaxLargeInFlight, "max-large-inflight", cfg.MaxLargeInFlight, "large requests served at once (more: 503 + Retry-After)")
 	f.IntVar(&cfg.MaxConns, "max-conns", cfg.MaxConns, "open connections (more: 503 + Retry-After, closed)")
-	f.IntVar(&cfg.FairChunk, "fair-chunk", cfg.FairChunk, "queries of a large request per batch (interleaved with others)")
+	f.IntVar(&cfg.FairChunkResults, "fair-chunk-results", cfg.FairChunkResults, "results (queries × topk) of large requests per batch, interleaved with others")
 	f.IntVar(&maxBatch, "max-batch", cfg.MaxBatch, "most queries per retrieval call")
 	f.DurationVar(&cfg.BatchWindow, "batch-window", 0, "wait this long for more requests before a batch (0: batch only what is queued)")
 	f.IntVar(&workers, "workers", 0, "concurrent batches (0: GOMAXPROCS)")
