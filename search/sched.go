@@ -166,8 +166,11 @@ func (q *fairQueue) take(batch []slice, size int, large bool) ([]slice, int, boo
 			q.removeLocked(slices.Index(q.ring, j))
 		}
 	}
-	if len(q.ring) > 0 {
-		q.signal() // work left for another worker
+	if took := len(batch) > 0; took && len(q.ring) > 0 {
+		// Work left for another worker. (Not after an empty take: what is
+		// left waits for a large-batch slot, and doneLarge signals that;
+		// signalling here would spin the idle workers.)
+		q.signal()
 	}
 	return batch, size, large
 }
