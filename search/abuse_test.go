@@ -128,7 +128,9 @@ func TestLoadUnderAbuse(t *testing.T) {
 		time.Sleep(500 * time.Millisecond) // let the abuse build up
 		loaded = normal()
 		child.Process.Signal(os.Interrupt)
+		killer := time.AfterFunc(10*time.Second, func() { child.Process.Kill() })
 		child.Wait()
+		killer.Stop()
 		abuseRep, _ = os.ReadFile(report)
 		bound := max(abuseP99Factor*alone.P99, abuseP99Floor)
 		ok = alone.Errors == 0 && loaded.Errors == 0 && loaded.P99 <= bound
