@@ -28,6 +28,22 @@ lint:
 	CGO_ENABLED=1 $(GO) vet -tags xla ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+# Every fuzz target of every package, one after another, for FUZZTIME each
+# (not part of `make test`). -fuzzminimizetime bounds how long a new
+# interesting input may be minimised, so minimisation cannot eat the budget.
+# A failing input is saved under the package's testdata/fuzz/ and fails the
+# run; `go test ./pkg -run FuzzX/ID` replays it.
+FUZZTIME    ?= 5s
+FUZZMINTIME ?= 2s
+fuzz:
+	@set -e; log=$$(mktemp); trap 'rm -f $$log' EXIT; for pkg in $$($(GO) list ./...); do \
+		for fz in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+			echo "== $$pkg $$fz ($(FUZZTIME))"; \
+			$(GO) test $$pkg -run '^$$' -fuzz "^$$fz\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) >$$log 2>&1 || { tail -30 $$log; exit 1; }; \
+			tail -1 $$log; \
+		done; \
+	done
+
 # GPU check: needs a CUDA GPU and an installed PJRT CUDA plugin (see
 # model/backend; GOMLX_NO_AUTO_INSTALL=1 forbids downloads). Runs the golden
 # Qwen logits, KV-cache and gradient tests on XLA/CUDA, then measures prefill

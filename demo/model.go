@@ -2,7 +2,9 @@ package demo
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -89,7 +91,7 @@ const (
 // and the trainer read: config.json, generation_config.json (the EOS id),
 // model.safetensors (F32) and a copy of the tokenizer. The folder is built
 // under a temporary name and renamed into place, so dir is either absent or
-// complete.
+// complete (or, after a kill during the replacement, dir.old is).
 func SaveModelFolder(dir string, m *qwen.Model, tokenizerPath string) error {
 	tmp := dir + ".tmp"
 	if err := os.RemoveAll(tmp); err != nil {
@@ -118,10 +120,26 @@ func SaveModelFolder(dir string, m *qwen.Model, tokenizerPath string) error {
 	if err := atomicfile.Copy(tokenizerPath, filepath.Join(tmp, tokenizerFile)); err != nil {
 		return err
 	}
-	if err := os.RemoveAll(dir); err != nil {
+	if err := atomicfile.SyncDir(tmp); err != nil {
 		return err
 	}
-	return os.Rename(tmp, dir)
+	// Replace: move the old folder aside, the new one in, then remove the
+	// old one; a kill in between leaves dir or dir.old complete, never a
+	// half-removed dir.
+	old := dir + ".old"
+	if err := os.RemoveAll(old); err != nil {
+		return err
+	}
+	if err := os.Rename(dir, old); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return err
+	}
+	if err := atomicfile.SyncDir(filepath.Dir(dir)); err != nil {
+		return err
+	}
+	return os.RemoveAll(old)
 }
 
 // LoadModelFolder reads a folder written by SaveModelFolder (or a trainer

@@ -51,6 +51,7 @@ type sft struct {
 	cfg   train.OptimConfig
 	execs map[float64]*context.Exec
 	batch int
+	src   *rand.PCG // rng's source, saved with every warm-start save
 	rng   *rand.Rand
 	order [][]int // batches of the current epoch
 	pos   int
@@ -74,7 +75,8 @@ func newSFT(m *qwen.Model, cfg train.OptimConfig, batch int, seed uint64) (*sft,
 		return nil, err
 	}
 	train.EnableFastDotGradient()
-	s := &sft{m: m, cfg: cfg, execs: map[float64]*context.Exec{}, batch: batch, rng: rand.New(rand.NewPCG(seed, 0x5f7))}
+	src := rand.NewPCG(seed, 0x5f7)
+	s := &sft{m: m, cfg: cfg, execs: map[float64]*context.Exec{}, batch: batch, src: src, rng: rand.New(src)}
 	want := "lm_head.weight"
 	if m.Config.TieWordEmbeddings {
 		want = "model.embed_tokens.weight"
@@ -147,6 +149,43 @@ func (s *sft) epoch(ex []train.Trajectory) {
 	}
 	s.rng.Shuffle(len(s.order), func(i, j int) { s.order[i], s.order[j] = s.order[j], s.order[i] })
 	s.pos = 0
+}
+
+// sftState is the part of the trainer's state outside the policy's
+// context (weights and AdamW moments): the batch sampler's RNG and the
+// current epoch's batches, so that a resumed warm start draws exactly the
+// batches an uninterrupted one would.
+type sftState struct {
+	RNG   []byte  `json:"rng"`
+	Order [][]int `json:"order"`
+	Pos   int     `json:"pos"`
+}
+
+func (s *sft) state() (sftState, error) {
+	rng, err := s.src.MarshalBinary()
+	return sftState{RNG: rng, Order: s.order, Pos: s.pos}, err
+}
+
+// restore sets the sampler to st, checking it against the n examples.
+func (s *sft) restore(st sftState, n int) error {
+	if err := s.src.UnmarshalBinary(st.RNG); err != nil {
+		return fmt.Errorf("sft state: rng: %w", err)
+	}
+	if st.Pos < 0 || st.Pos > len(st.Order) {
+		return fmt.Errorf("sft state: position %d outside the epoch's %d batches", st.Pos, len(st.Order))
+	}
+	for _, b := range st.Order {
+		if len(b) != s.batch {
+			return fmt.Errorf("sft state: a batch of %d examples, want %d", len(b), s.batch)
+		}
+		for _, i := range b {
+			if i < 0 || i >= n {
+				return fmt.Errorf("sft state: example %d outside [0, %d)", i, n)
+			}
+		}
+	}
+	s.order, s.pos = st.Order, st.Pos
+	return nil
 }
 
 // sftBatch is one step's input: ids and attn [B, T]; the N loss entries

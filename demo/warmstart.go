@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -232,111 +233,54 @@ func (r *runner) warmExamples(ctx context.Context, d *worldData, qhat float64, r
 func (r *runner) warmDir() string { return filepath.Join(r.out, "warm") }
 
 // warmStart is stage 3: a random tiny Qwen3 trained by supervised
-// cross-entropy on the scripted trajectories (sft). The policy and the
-// progress are saved every Steps/Chunks steps and when the context is
-// cancelled, so an interrupted warm start resumes from its last save (with
-// fresh AdamW moments).
+// cross-entropy on the scripted trajectories (sft). Every Steps/Chunks
+// steps, and when the context is cancelled, the policy, its AdamW moments
+// and the batch sampler's state are saved together and committed
+// atomically (see warmSaver), so a warm start stopped at any point, even by
+// SIGKILL, resumes from its last save exactly as if it had not stopped.
 func (r *runner) warmStart(ctx context.Context, d *worldData, aps APSReport) (*WarmReport, error) {
 	reportPath := filepath.Join(r.out, "warm_start.json")
-	partial := filepath.Join(r.out, "warm-partial")
+	saver := &warmSaver{root: filepath.Join(r.out, warmSavesDir), tokPath: d.tokPath}
 	var rep WarmReport
 	err := r.stage(ctx, "warm", func() error {
 		w := r.cfg.Warm
-		if err := readJSON(reportPath, &rep); err != nil || rep.Steps == 0 {
-			rep = WarmReport{}
-		}
-		if rep.Steps >= w.Steps {
+		if err := readJSON(reportPath, &rep); err == nil && rep.Steps >= w.Steps {
 			if _, err := os.Stat(filepath.Join(r.warmDir(), configFile)); err == nil {
-				return os.RemoveAll(partial) // finished; only the marker was missing
+				return os.RemoveAll(saver.root) // finished; only the marker was missing
 			}
-			rep = WarmReport{}
 		}
+		rep = WarmReport{}
+		os.RemoveAll(filepath.Join(r.out, "warm-partial")) // saves of earlier versions: not resumable exactly
 		examples, err := r.warmExamples(ctx, d, float64(aps.QHat), &rep)
 		if err != nil {
 			return err
 		}
-		var policy *qwen.Model
-		if rep.Steps > 0 {
-			if policy, err = LoadModelFolder(partial, r.backend); err != nil {
-				return err
-			}
-			r.logf("stage 3: warm start resumed at step %d of %d", rep.Steps, w.Steps)
-		} else {
-			qc, err := r.cfg.Model.QwenConfig(d.tok.VocabSize(), d.eos)
-			if err != nil {
-				return err
-			}
-			if policy, err = qwen.NewRandom(qc, r.backend, r.cfg.Seed); err != nil {
-				return err
-			}
-		}
-		rep.Parameters = policy.Config.NumParameters()
-		rep.Vocab = policy.Config.VocabSize
-		r.logf("stage 3: warm start of a %d-parameter Qwen3 (vocabulary %d) on %d scripted + %d direct examples (%.0f tokens each: %.0f prompt, %.0f in the loss; %.2f docs per search, gold kept %.0f%%, %d dropped): %d steps of %d",
-			rep.Parameters, rep.Vocab, rep.AgentExamples, rep.DirectExamples, rep.MeanTokens, rep.PromptTokens, rep.MeanPolicyTokens,
-			rep.APSMeanKept, 100*rep.APSGoldCovered, rep.Dropped, w.Steps, w.Batch)
-		oc := train.OptimConfig{LR: w.LR, WarmupSteps: w.Warmup, TotalSteps: w.Steps, WeightDecay: 0.01,
-			Beta1: 0.9, Beta2: 0.98, Epsilon: 1e-8, MaxGradNorm: 1, SkipNonFinite: true}
-		s, err := newSFT(policy, oc, w.Batch, r.cfg.Seed+uint64(rep.Steps))
+		wr := &warmRun{w: w, seed: r.cfg.Seed, saver: saver, logf: r.logf, progress: r.opts.Progress,
+			load: func(dir string) (*qwen.Model, error) { return saver.load(dir, r.backend) },
+			fresh: func() (*qwen.Model, error) {
+				qc, err := r.cfg.Model.QwenConfig(d.tok.VocabSize(), d.eos)
+				if err != nil {
+					return nil, err
+				}
+				return qwen.NewRandom(qc, r.backend, r.cfg.Seed)
+			}}
+		policy, s, err := wr.train(ctx, examples, &rep)
 		if err != nil {
 			return err
 		}
-		s.envWeight = w.EnvWeight
-		every := max(1, w.Steps/w.Chunks)
-		save := func() error {
-			dir := partial
-			if rep.Steps == w.Steps {
-				dir = r.warmDir()
-			}
-			if err := SaveModelFolder(dir, policy, d.tokPath); err != nil {
-				return err
-			}
-			return writeJSON(reportPath, rep)
+		// The final save is committed: export the policy, then the report
+		// (its presence with every step marks the stage done), then drop
+		// the saves.
+		if err := SaveModelFolder(r.warmDir(), policy, d.tokPath); err != nil {
+			return err
 		}
-		var bar *progressbar.ProgressBar
-		if r.opts.Progress != nil {
-			bar = newBar(r.opts.Progress, w.Steps, "warm start")
-			_ = bar.Set(rep.Steps)
-		}
-		start, startStep, startTokens, baseSec := time.Now(), rep.Steps, rep.Tokens, rep.Seconds
-		for rep.Steps < w.Steps {
-			if err := ctx.Err(); err != nil {
-				if rep.Steps > startStep {
-					return errors.Join(err, save())
-				}
-				return err
-			}
-			lr := w.LR
-			if float64(rep.Steps) >= w.AnnealFrom*float64(w.Steps) {
-				lr *= w.AnnealFactor
-			}
-			loss, tokens, pol, err := s.step(examples, lr)
-			if err != nil {
-				return fmt.Errorf("warm start step %d: %w", rep.Steps+1, err)
-			}
-			rep.Steps++
-			rep.Losses = append(rep.Losses, loss)
-			rep.Tokens += tokens
-			rep.PolicyTokens += pol
-			sec := time.Since(start).Seconds()
-			rep.Seconds = baseSec + sec
-			if bar != nil {
-				bar.Describe(fmt.Sprintf("warm start (CE %.3f, %.0f tok/s)", tail(rep.Losses, 10), float64(rep.Tokens-startTokens)/sec))
-				_ = bar.Add(1)
-			}
-			if rep.Steps%every == 0 || rep.Steps == w.Steps {
-				rep.TokensPerSec = float64(rep.Tokens) / max(rep.Seconds, 1e-9)
-				if err := save(); err != nil {
-					return err
-				}
-				r.logf("  step %d/%d: cross-entropy %.3f (mean of the last 10), lr %.2g, %.0f tokens/s", rep.Steps, w.Steps, tail(rep.Losses, 10), lr,
-					float64(rep.Tokens-startTokens)/sec)
-			}
+		if err := writeJSON(reportPath, rep); err != nil {
+			return err
 		}
 		if err := s.clear(); err != nil {
 			return err
 		}
-		return os.RemoveAll(partial)
+		return os.RemoveAll(saver.root)
 	})
 	if err != nil {
 		return nil, err
@@ -345,4 +289,119 @@ func (r *runner) warmStart(ctx context.Context, d *worldData, aps APSReport) (*W
 		return nil, err
 	}
 	return &rep, nil
+}
+
+// warmRun is the warm start's training loop with its saves, apart from the
+// world it learns (tests drive it with a tiny model).
+type warmRun struct {
+	w        WarmSettings
+	seed     uint64
+	saver    *warmSaver
+	fresh    func() (*qwen.Model, error)           // the initial policy
+	load     func(dir string) (*qwen.Model, error) // a save's policy with its optimiser state
+	logf     func(format string, args ...any)
+	progress io.Writer
+	// afterStep, when set (tests), is called after every step.
+	afterStep func(step int)
+}
+
+// train runs the warm start on examples, or resumes it from the last
+// committed save; rep carries the examples' statistics in and the report
+// out. It returns the trained policy (its final save committed) and the
+// trainer holding its optimiser.
+func (wr *warmRun) train(ctx context.Context, examples []train.Trajectory, rep *WarmReport) (*qwen.Model, *sft, error) {
+	w := wr.w
+	dir, st, resumed, err := wr.saver.latest()
+	if err != nil {
+		return nil, nil, err
+	}
+	var policy *qwen.Model
+	if resumed {
+		if policy, err = wr.load(dir); err != nil {
+			return nil, nil, err
+		}
+		*rep = st.Report
+		wr.logf("stage 3: warm start resumed at step %d of %d", rep.Steps, w.Steps)
+	} else if policy, err = wr.fresh(); err != nil {
+		return nil, nil, err
+	}
+	rep.Parameters = policy.Config.NumParameters()
+	rep.Vocab = policy.Config.VocabSize
+	wr.logf("stage 3: warm start of a %d-parameter Qwen3 (vocabulary %d) on %d scripted + %d direct examples (%.0f tokens each: %.0f prompt, %.0f in the loss; %.2f docs per search, gold kept %.0f%%, %d dropped): %d steps of %d",
+		rep.Parameters, rep.Vocab, rep.AgentExamples, rep.DirectExamples, rep.MeanTokens, rep.PromptTokens, rep.MeanPolicyTokens,
+		rep.APSMeanKept, 100*rep.APSGoldCovered, rep.Dropped, w.Steps, w.Batch)
+	oc := train.OptimConfig{LR: w.LR, WarmupSteps: w.Warmup, TotalSteps: w.Steps, WeightDecay: 0.01,
+		Beta1: 0.9, Beta2: 0.98, Epsilon: 1e-8, MaxGradNorm: 1, SkipNonFinite: true}
+	s, err := newSFT(policy, oc, w.Batch, wr.seed)
+	if err != nil {
+		return nil, nil, err
+	}
+	if resumed {
+		if err := s.restore(st.SFT, len(examples)); err != nil {
+			return nil, nil, fmt.Errorf("warm save %s: %w", dir, err)
+		}
+	}
+	s.envWeight = w.EnvWeight
+	every := max(1, w.Steps/w.Chunks)
+	saved := rep.Steps
+	save := func() error {
+		sst, err := s.state()
+		if err != nil {
+			return err
+		}
+		if err := wr.saver.save(policy, warmState{Report: *rep, SFT: sst}); err != nil {
+			return err
+		}
+		saved = rep.Steps
+		return nil
+	}
+	var bar *progressbar.ProgressBar
+	if wr.progress != nil {
+		bar = newBar(wr.progress, w.Steps, "warm start")
+		_ = bar.Set(rep.Steps)
+	}
+	start, startTokens, baseSec := time.Now(), rep.Tokens, rep.Seconds
+	for rep.Steps < w.Steps {
+		if err := ctx.Err(); err != nil {
+			if rep.Steps > saved {
+				return nil, nil, errors.Join(err, save())
+			}
+			return nil, nil, err
+		}
+		lr := w.LR
+		if float64(rep.Steps) >= w.AnnealFrom*float64(w.Steps) {
+			lr *= w.AnnealFactor
+		}
+		loss, tokens, pol, err := s.step(examples, lr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("warm start step %d: %w", rep.Steps+1, err)
+		}
+		rep.Steps++
+		rep.Losses = append(rep.Losses, loss)
+		rep.Tokens += tokens
+		rep.PolicyTokens += pol
+		if wr.afterStep != nil {
+			wr.afterStep(rep.Steps)
+		}
+		sec := time.Since(start).Seconds()
+		rep.Seconds = baseSec + sec
+		if bar != nil {
+			bar.Describe(fmt.Sprintf("warm start (CE %.3f, %.0f tok/s)", tail(rep.Losses, 10), float64(rep.Tokens-startTokens)/sec))
+			_ = bar.Add(1)
+		}
+		if rep.Steps%every == 0 || rep.Steps == w.Steps {
+			rep.TokensPerSec = float64(rep.Tokens) / max(rep.Seconds, 1e-9)
+			if err := save(); err != nil {
+				return nil, nil, err
+			}
+			wr.logf("  step %d/%d: cross-entropy %.3f (mean of the last 10), lr %.2g, %.0f tokens/s", rep.Steps, w.Steps, tail(rep.Losses, 10), lr,
+				float64(rep.Tokens-startTokens)/max(sec, 1e-9))
+		}
+	}
+	if rep.Steps > saved { // resumed past the last step's save: cannot happen, kept for safety
+		if err := save(); err != nil {
+			return nil, nil, err
+		}
+	}
+	return policy, s, nil
 }

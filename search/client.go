@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -24,8 +25,11 @@ type Client struct {
 	// Retries is the number of extra attempts after a transport error, a
 	// 5xx or a 429; a 4xx other than 429 is never retried.
 	Retries int
-	// Backoff is the wait before the first retry; it doubles each time.
-	Backoff time.Duration
+	// Backoff is the wait before the first retry; it doubles each time. A
+	// 503 or 429 with Retry-After waits that long instead when longer (at
+	// most MaxRetryAfter).
+	Backoff       time.Duration
+	MaxRetryAfter time.Duration
 	// MaxResponseBytes bounds a response body.
 	MaxResponseBytes int64
 }
@@ -39,6 +43,7 @@ func NewClient(baseURL string) *Client {
 		Timeout:          30 * time.Second,
 		Retries:          2,
 		Backoff:          100 * time.Millisecond,
+		MaxRetryAfter:    10 * time.Second,
 		MaxResponseBytes: 256 << 20,
 	}
 }
@@ -47,6 +52,8 @@ func NewClient(baseURL string) *Client {
 type StatusError struct {
 	Status int
 	Msg    string
+	// RetryAfter is the server's Retry-After (0 when absent).
+	RetryAfter time.Duration
 }
 
 func (e *StatusError) Error() string {
@@ -70,6 +77,19 @@ func (c *Client) Retrieve(ctx context.Context, queries []string, k int) ([][]Hit
 	if err != nil {
 		return nil, err
 	}
+	var raw json.RawMessage
+	if err := c.do(ctx, http.MethodPost, "/retrieve", body, &raw); err != nil {
+		return nil, err
+	}
+	return DecodeRetrieveResponse(raw, len(queries))
+}
+
+// DecodeRetrieveResponse parses a /retrieve response with scores
+// ({"result": [[{"document": {"id", "contents"}, "score"}, ...], ...]}) for
+// nQueries queries into hits (title and text split from contents). A wrong
+// number of result lists, a hit without contents or a malformed id is an
+// error naming the query and hit; it never panics.
+func DecodeRetrieveResponse(raw []byte, nQueries int) ([][]Hit, error) {
 	var resp struct {
 		Result [][]struct {
 			Document struct {
@@ -79,13 +99,13 @@ func (c *Client) Retrieve(ctx context.Context, queries []string, k int) ([][]Hit
 			Score float32 `json:"score"`
 		} `json:"result"`
 	}
-	if err := c.do(ctx, http.MethodPost, "/retrieve", body, &resp); err != nil {
-		return nil, err
+	if err := json.Unmarshal(raw, &resp); err != nil {
+		return nil, fmt.Errorf("retrieval server: decode response: %w", err)
 	}
-	if len(resp.Result) != len(queries) {
-		return nil, fmt.Errorf("retrieval server: %d result lists for %d queries", len(resp.Result), len(queries))
+	if len(resp.Result) != nQueries {
+		return nil, fmt.Errorf("retrieval server: %d result lists for %d queries", len(resp.Result), nQueries)
 	}
-	out := make([][]Hit, len(queries))
+	out := make([][]Hit, nQueries)
 	for i, rs := range resp.Result {
 		out[i] = make([]Hit, len(rs))
 		for j, r := range rs {
@@ -116,7 +136,12 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 	var last error
 	for attempt := 0; attempt <= c.Retries; attempt++ {
 		if attempt > 0 {
-			t := time.NewTimer(backoff)
+			wait := backoff
+			var se *StatusError
+			if errors.As(last, &se) && se.RetryAfter > wait {
+				wait = min(se.RetryAfter, c.MaxRetryAfter)
+			}
+			t := time.NewTimer(wait)
 			select {
 			case <-ctx.Done():
 				t.Stop()
@@ -194,7 +219,11 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, out
 		if len(msg) > 500 {
 			msg = msg[:500] + "…"
 		}
-		return &StatusError{Status: resp.StatusCode, Msg: msg}
+		se := &StatusError{Status: resp.StatusCode, Msg: msg}
+		if sec, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && sec > 0 {
+			se.RetryAfter = time.Duration(min(sec, 3600)) * time.Second
+		}
+		return se
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
 		return fmt.Errorf("decode response: %w", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -119,4 +120,37 @@ func TestClientTimeout(t *testing.T) {
 	if _, err := dead.Retrieve(context.Background(), []string{"a"}, 1); err == nil {
 		t.Error("dead server: want an error")
 	}
+}
+
+// FuzzDecodeRetrieveResponse: any server answer gives one hit list per
+// query, every hit with its contents, or an error; never a panic.
+func FuzzDecodeRetrieveResponse(f *testing.F) {
+	for _, s := range []string{
+		`{"result": [[{"document": {"id": "7", "contents": "\"T\"\nbody"}, "score": 1.5}]]}`,
+		`{"result": [[{"document": {"id": 7, "contents": "x"}, "score": 1}], []]}`,
+		`{"result": [[{"document": {"id": null, "contents": null}}]]}`,
+		`{"result": [[{"document": {"id": 1e400, "contents": "x"}}]]}`,
+		`{"result": null}`, `{"result": [[null]]}`, `[]`, `{"error": "x"}`, ``,
+	} {
+		f.Add([]byte(s), 1)
+	}
+	f.Fuzz(func(t *testing.T, raw []byte, n int) {
+		if n < 0 || n > 64 {
+			return
+		}
+		hits, err := DecodeRetrieveResponse(raw, n)
+		if err != nil {
+			return
+		}
+		if len(hits) != n {
+			t.Fatalf("%d hit lists for %d queries", len(hits), n)
+		}
+		for _, hs := range hits {
+			for _, h := range hs {
+				if h.Doc.Title != "" && !strings.Contains(h.Doc.Contents, h.Doc.Title) {
+					t.Fatalf("title %q not in contents %q", h.Doc.Title, h.Doc.Contents)
+				}
+			}
+		}
+	})
 }

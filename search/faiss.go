@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"unsafe"
 
 	"github.com/cas-engine/cas/tensor"
 )
@@ -233,6 +234,14 @@ func (r *faissReader) ivfFlat(depth int) *IVF {
 	}
 	if nlist == 0 || nlist > 1<<24 {
 		r.fail("nlist %d outside 1…%d", nlist, 1<<24)
+		return nil
+	}
+	// Each list costs ~150 bytes of bookkeeping in memory but may take only
+	// its centroid (4·d bytes) in the file: at d = 1, 2^24 empty lists
+	// would cost 38× the file. Lists may cost at most 4× the file (plus
+	// 1 MiB for small files).
+	if perList := uint64(unsafe.Sizeof(ivfList{})) + 8; nlist*perList > 4*uint64(len(r.b))+1<<20 {
+		r.fail("nlist %d would take %d MB of list bookkeeping for a %d-byte file (over 4× its size)", nlist, nlist*perList>>20, len(r.b))
 		return nil
 	}
 	qi := r.index(depth + 1)

@@ -9,9 +9,13 @@ import (
 	"io"
 	"log"
 	"math"
+	"mime"
 	"net"
 	"net/http"
 	"runtime"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,19 +23,47 @@ import (
 
 // ServerConfig bounds what one request may ask and how requests are batched.
 type ServerConfig struct {
-	DefaultTopK  int           // topk when the request omits it (Search-R1's retriever: 3)
-	MaxTopK      int           // topk above this is a 400
-	MaxQueries   int           // queries per request above this is a 400
-	MaxBodyBytes int64         // larger bodies are a 413
-	Timeout      time.Duration // per request, queueing included (paper: 30 s)
-	// Batching: a worker takes the first waiting request, then every request
-	// already queued (up to MaxBatch queries), optionally waiting BatchWindow
-	// for more, and answers them with one Retrieve call. With the default
+	DefaultTopK  int   // topk when the request omits it (Search-R1's retriever: 3)
+	MaxTopK      int   // topk above this is a 400
+	MaxQueries   int   // queries per request above this is a 400
+	MaxResults   int   // queries × topk above this is a 400 (0: no cap)
+	MaxBodyBytes int64 // larger bodies are a 413
+	// MaxResponseBytes: a response that would be larger is a 413 naming the
+	// limit (checked before anything is written; responses are streamed).
+	MaxResponseBytes int64
+	Timeout          time.Duration // per request, queueing included (paper: 30 s)
+	// WriteTimeout bounds the writing of each piece (one query's hits) of a
+	// response: a client that stops reading is dropped after it, and with
+	// it the memory its response holds.
+	WriteTimeout time.Duration
+	// MaxInFlight requests are read, retrieved and written at once; beyond
+	// it a request is answered 503 with Retry-After at once.
+	MaxInFlight int
+	// LargeResults: a request asking more than this many results (queries ×
+	// topk) is large; at most MaxLargeInFlight large requests are served at
+	// once, one more is a 503 with Retry-After. This keeps a few clients
+	// looping the largest request from filling MaxInFlight and the workers.
+	LargeResults     int
+	MaxLargeInFlight int
+	// MaxConns bounds open connections (Serve only): one more is answered
+	// 503 with Retry-After and closed.
+	MaxConns int
+	// RetryAfter is the Retry-After of every 503 (whole seconds, ≥ 1).
+	RetryAfter time.Duration
+	// Batching: a worker takes every waiting small request (at most
+	// LargeResults results) whole, least served first, and at most
+	// FairChunkResults results (queries × topk, at least one query) of a
+	// large one, until the batch holds MaxBatch
+	// queries, optionally waiting BatchWindow for more, and answers them
+	// with one Retrieve call. A large request is thus served a slice at a
+	// time, interleaved with the others, by at most Workers−1 workers at
+	// once (at least one): it cannot starve small ones. With the default
 	// window 0 batching adds no latency: batches grow only under load.
-	MaxBatch    int
-	BatchWindow time.Duration
-	Workers     int // concurrent batches (0: GOMAXPROCS)
-	QueueSize   int // waiting requests beyond this get a 503
+	MaxBatch         int
+	FairChunkResults int
+	BatchWindow      time.Duration
+	Workers          int // concurrent batches (0: GOMAXPROCS)
+	QueueSize        int // waiting requests beyond this get a 503
 	// Kind and Docs are reported by /health.
 	Kind string
 	Docs int
@@ -42,13 +74,22 @@ type ServerConfig struct {
 // DefaultServerConfig returns the limits `cas serve` uses.
 func DefaultServerConfig() ServerConfig {
 	return ServerConfig{
-		DefaultTopK:  3,
-		MaxTopK:      100,
-		MaxQueries:   1024,
-		MaxBodyBytes: 4 << 20,
-		Timeout:      30 * time.Second,
-		MaxBatch:     256,
-		QueueSize:    4096,
+		DefaultTopK:      3,
+		MaxTopK:          100,
+		MaxQueries:       1024,
+		MaxResults:       10000,
+		MaxBodyBytes:     4 << 20,
+		MaxResponseBytes: 32 << 20,
+		Timeout:          30 * time.Second,
+		WriteTimeout:     10 * time.Second,
+		MaxInFlight:      64,
+		LargeResults:     4096,
+		MaxLargeInFlight: 16,
+		MaxConns:         1024,
+		RetryAfter:       time.Second,
+		MaxBatch:         256,
+		FairChunkResults: 256,
+		QueueSize:        4096,
 	}
 }
 
@@ -60,6 +101,8 @@ func (c *ServerConfig) validate() error {
 		return fmt.Errorf("server: default topk %d outside [1, %d]", c.DefaultTopK, c.MaxTopK)
 	case c.MaxQueries < 1:
 		return fmt.Errorf("server: max queries %d < 1", c.MaxQueries)
+	case c.MaxResults < 0:
+		return fmt.Errorf("server: max results %d < 0", c.MaxResults)
 	case c.MaxBodyBytes < 64:
 		return fmt.Errorf("server: body limit %d bytes is too small", c.MaxBodyBytes)
 	case c.Timeout <= 0:
@@ -70,6 +113,21 @@ func (c *ServerConfig) validate() error {
 		return fmt.Errorf("server: queue size %d < 1", c.QueueSize)
 	case c.BatchWindow < 0:
 		return fmt.Errorf("server: batch window %v < 0", c.BatchWindow)
+	case c.MaxResponseBytes < 64:
+		return fmt.Errorf("server: response limit %d bytes is too small", c.MaxResponseBytes)
+	case c.WriteTimeout <= 0:
+		return fmt.Errorf("server: write timeout %v ≤ 0", c.WriteTimeout)
+	case c.MaxInFlight < 1:
+		return fmt.Errorf("server: max in-flight requests %d < 1", c.MaxInFlight)
+	case c.MaxConns < 0:
+		return fmt.Errorf("server: max connections %d < 0", c.MaxConns)
+	case c.LargeResults < 1 || c.MaxLargeInFlight < 1:
+		return fmt.Errorf("server: large requests (> %d results) limited to %d in flight: both must be ≥ 1", c.LargeResults, c.MaxLargeInFlight)
+	case c.FairChunkResults < 1:
+		return fmt.Errorf("server: fair chunk of %d results < 1", c.FairChunkResults)
+	}
+	if c.RetryAfter < time.Second {
+		c.RetryAfter = time.Second
 	}
 	if c.Workers <= 0 {
 		c.Workers = runtime.GOMAXPROCS(0)
@@ -96,57 +154,113 @@ func badRequest(format string, args ...any) *RequestError {
 	return &RequestError{Status: http.StatusBadRequest, Msg: fmt.Sprintf(format, args...)}
 }
 
+func tooLarge(format string, args ...any) *RequestError {
+	return &RequestError{Status: http.StatusRequestEntityTooLarge, Msg: fmt.Sprintf(format, args...)}
+}
+
 // DecodeRetrieveRequest parses and validates a /retrieve body:
 //
 //	{"queries": [string, ...], "topk": int (optional), "return_scores": bool (optional)}
 //
-// Missing or null "queries", a non-string query, a non-integer topk, topk < 1
-// or > max, too many queries, malformed JSON or trailing data are errors;
-// unknown fields are ignored (as pydantic does). An absent or null topk
-// takes the default. It never panics.
+// Keys match exactly (Go's encoding/json would accept "queriEs"); an unknown
+// key or a key given twice is an error naming it. Missing or null "queries",
+// a non-string query, a non-integer topk, topk < 1 or > max, too many
+// queries, queries × topk above MaxResults, malformed JSON or trailing data
+// are errors. An absent or null topk takes the default. It never panics.
 func DecodeRetrieveRequest(body []byte, cfg ServerConfig) (RetrieveRequest, error) {
-	var raw struct {
-		Queries      json.RawMessage `json:"queries"`
-		TopK         json.RawMessage `json:"topk"`
-		ReturnScores json.RawMessage `json:"return_scores"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&raw); err != nil {
-		return RetrieveRequest{}, badRequest("malformed JSON body: %v", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return RetrieveRequest{}, badRequest("malformed JSON body: data after the object")
+	fields, err := decodeStrictObject(body, "queries", "topk", "return_scores")
+	if err != nil {
+		return RetrieveRequest{}, err
 	}
 	var req RetrieveRequest
-	if isNull(raw.Queries) {
+	rawQueries, rawTopK, rawScores := fields["queries"], fields["topk"], fields["return_scores"]
+	if isNull(rawQueries) {
 		return req, badRequest(`missing "queries" (a list of strings)`)
 	}
-	if err := json.Unmarshal(raw.Queries, &req.Queries); err != nil {
+	if err := json.Unmarshal(rawQueries, &req.Queries); err != nil {
 		return req, badRequest(`"queries" must be a list of strings`)
 	}
 	if req.Queries == nil {
 		return req, badRequest(`"queries" must be a list of strings`)
 	}
 	if len(req.Queries) > cfg.MaxQueries {
-		return req, badRequest(`%d queries exceed the limit of %d per request`, len(req.Queries), cfg.MaxQueries)
+		return req, badRequest(`%d queries exceed the limit of %d per request (max_queries)`, len(req.Queries), cfg.MaxQueries)
 	}
 	req.TopK = cfg.DefaultTopK
-	if !isNull(raw.TopK) {
+	if !isNull(rawTopK) {
 		var f float64
-		if err := json.Unmarshal(raw.TopK, &f); err != nil || f != math.Trunc(f) {
-			return req, badRequest(`"topk" must be an integer, got %.40s`, raw.TopK)
+		if err := json.Unmarshal(rawTopK, &f); err != nil || f != math.Trunc(f) {
+			return req, badRequest(`"topk" must be an integer, got %.40q`, rawTopK)
 		}
 		if f < 1 || f > float64(cfg.MaxTopK) {
 			return req, badRequest(`"topk" = %v outside [1, %d]`, f, cfg.MaxTopK)
 		}
 		req.TopK = int(f)
 	}
-	if !isNull(raw.ReturnScores) {
-		if err := json.Unmarshal(raw.ReturnScores, &req.ReturnScores); err != nil {
+	if cfg.MaxResults > 0 && len(req.Queries)*req.TopK > cfg.MaxResults {
+		return req, badRequest(`%d queries × topk %d = %d results exceed the limit of %d per request (max_results)`,
+			len(req.Queries), req.TopK, len(req.Queries)*req.TopK, cfg.MaxResults)
+	}
+	if !isNull(rawScores) {
+		if err := json.Unmarshal(rawScores, &req.ReturnScores); err != nil {
 			return req, badRequest(`"return_scores" must be a boolean`)
 		}
 	}
 	return req, nil
+}
+
+// decodeStrictObject decodes body as one JSON object whose keys are among
+// allowed, spelled exactly, each at most once; it returns the raw values.
+func decodeStrictObject(body []byte, allowed ...string) (map[string]json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, badRequest("malformed JSON body: %v", err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, badRequest("malformed JSON body: want an object, got %s", jsonKind(tok))
+	}
+	fields := make(map[string]json.RawMessage, len(allowed))
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, badRequest("malformed JSON body: %v", err)
+		}
+		key, _ := tok.(string)
+		if !slices.Contains(allowed, key) {
+			return nil, badRequest("unknown key %.60q (allowed: %s)", key, strings.Join(allowed, ", "))
+		}
+		if _, dup := fields[key]; dup {
+			return nil, badRequest("duplicate key %q", key)
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, badRequest("malformed JSON body: value of %q: %v", key, err)
+		}
+		fields[key] = v
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, badRequest("malformed JSON body: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, badRequest("malformed JSON body: data after the object")
+	}
+	return fields, nil
+}
+
+func jsonKind(tok json.Token) string {
+	switch tok.(type) {
+	case json.Delim:
+		return "an array"
+	case string:
+		return "a string"
+	case float64, json.Number:
+		return "a number"
+	case bool:
+		return "a boolean"
+	default:
+		return "null"
+	}
 }
 
 func isNull(raw json.RawMessage) bool {
@@ -169,29 +283,81 @@ type apiScored struct {
 // {"result": [[{"document": {...}, "score": s}, ...], ...]} with scores, or
 // {"result": [[{...}, ...], ...]} without.
 func EncodeRetrieveResponse(hits [][]Hit, withScores bool) ([]byte, error) {
-	var result any
-	if withScores {
-		out := make([][]apiScored, len(hits))
-		for i, hs := range hits {
-			out[i] = make([]apiScored, len(hs))
-			for j, h := range hs {
-				out[i][j] = apiScored{Document: apiDocument{ID: h.Doc.ID, Contents: h.Doc.Contents}, Score: h.Score}
-			}
+	var buf bytes.Buffer
+	err := writeRetrieveResponse(&buf, hits, withScores, nil)
+	return buf.Bytes(), err
+}
+
+// writeRetrieveResponse streams the response one query's hit list at a
+// time, calling before (when set) ahead of each write.
+func writeRetrieveResponse(w io.Writer, hits [][]Hit, withScores bool, before func()) error {
+	write := func(b []byte) error {
+		if before != nil {
+			before()
 		}
-		result = out
-	} else {
-		out := make([][]apiDocument, len(hits))
-		for i, hs := range hits {
-			out[i] = make([]apiDocument, len(hs))
-			for j, h := range hs {
-				out[i][j] = apiDocument{ID: h.Doc.ID, Contents: h.Doc.Contents}
-			}
-		}
-		result = out
+		_, err := w.Write(b)
+		return err
 	}
-	return json.Marshal(struct {
-		Result any `json:"result"`
-	}{result})
+	if err := write([]byte(`{"result":[`)); err != nil {
+		return err
+	}
+	var piece []byte
+	for i, hs := range hits {
+		piece = piece[:0]
+		if i > 0 {
+			piece = append(piece, ',')
+		}
+		b, err := encodeHitList(hs, withScores)
+		if err != nil {
+			return err
+		}
+		if err := write(append(piece, b...)); err != nil {
+			return err
+		}
+	}
+	return write([]byte(`]}`))
+}
+
+// encodeHitList renders one query's hits.
+func encodeHitList(hs []Hit, withScores bool) ([]byte, error) {
+	if withScores {
+		out := make([]apiScored, len(hs))
+		for j, h := range hs {
+			out[j] = apiScored{Document: apiDocument{ID: h.Doc.ID, Contents: h.Doc.Contents}, Score: h.Score}
+		}
+		return json.Marshal(out)
+	}
+	out := make([]apiDocument, len(hs))
+	for j, h := range hs {
+		out[j] = apiDocument{ID: h.Doc.ID, Contents: h.Doc.Contents}
+	}
+	return json.Marshal(out)
+}
+
+// responseSize returns the exact byte size of the response, computing it
+// only when a cheap upper bound (every byte escaped as \u00XX) exceeds
+// limit.
+func responseSize(hits [][]Hit, withScores bool, limit int64) (int64, error) {
+	bound := int64(len(`{"result":[]}`))
+	for _, hs := range hits {
+		bound += 3
+		for _, h := range hs {
+			bound += 6*int64(len(h.Doc.ID)+len(h.Doc.Contents)) + 96
+		}
+	}
+	if bound <= limit {
+		return bound, nil
+	}
+	var n countingWriter
+	err := writeRetrieveResponse(&n, hits, withScores, nil)
+	return int64(n), err
+}
+
+type countingWriter int64
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	*c += countingWriter(len(b))
+	return len(b), nil
 }
 
 // Health is the body of GET /health.
@@ -203,35 +369,23 @@ type Health struct {
 	Queries  int64  `json:"queries"`
 	Errors   int64  `json:"errors"`
 	Batches  int64  `json:"batches"`
+	Rejected int64  `json:"rejected"` // 503s for load (in-flight, queue or connection caps)
 }
 
 // Server answers Search-R1's /retrieve API from any Retriever, batching
-// concurrent requests into one Retrieve call per worker.
+// concurrent requests into Retrieve calls with fair round-robin slices.
 type Server struct {
-	r    Retriever
-	cfg  ServerConfig
-	jobs chan *retrieveJob
-	stop chan struct{}
-	wg   sync.WaitGroup
-	once sync.Once
-
-	mu       sync.RWMutex // guards closed against enqueues racing Close
-	closed   bool
+	r        Retriever
+	cfg      ServerConfig
+	q        *fairQueue
+	inflight chan struct{} // semaphore of MaxInFlight
+	large    chan struct{} // semaphore of MaxLargeInFlight
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	once     sync.Once
 	draining atomic.Bool // set when a graceful shutdown starts (reported by /health)
 
-	requests, queries, errors, batches atomic.Int64
-}
-
-type retrieveJob struct {
-	ctx     context.Context
-	queries []string
-	k       int
-	done    chan jobResult // buffered (1): workers never block on it
-}
-
-type jobResult struct {
-	hits [][]Hit
-	err  error
+	requests, queries, errors, batches, rejected atomic.Int64
 }
 
 // NewServer validates cfg and starts the batching workers; Close stops them.
@@ -239,7 +393,9 @@ func NewServer(r Retriever, cfg ServerConfig) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{r: r, cfg: cfg, jobs: make(chan *retrieveJob, cfg.QueueSize), stop: make(chan struct{})}
+	s := &Server{r: r, cfg: cfg, q: newFairQueue(cfg.FairChunkResults, cfg.MaxBatch, cfg.QueueSize, max(1, cfg.Workers-1), cfg.LargeResults),
+		inflight: make(chan struct{}, cfg.MaxInFlight), large: make(chan struct{}, cfg.MaxLargeInFlight),
+		stop: make(chan struct{})}
 	for w := 0; w < cfg.Workers; w++ {
 		s.wg.Add(1)
 		go s.worker()
@@ -251,19 +407,9 @@ func NewServer(r Retriever, cfg ServerConfig) (*Server, error) {
 func (s *Server) Close() {
 	s.once.Do(func() {
 		s.draining.Store(true)
-		s.mu.Lock()
-		s.closed = true
-		s.mu.Unlock()
+		s.q.close(errServerClosed)
 		close(s.stop)
 		s.wg.Wait()
-		for {
-			select {
-			case j := <-s.jobs:
-				j.done <- jobResult{err: errServerClosed}
-			default:
-				return
-			}
-		}
 	})
 }
 
@@ -275,75 +421,55 @@ var (
 func (s *Server) worker() {
 	defer s.wg.Done()
 	for {
-		var first *retrieveJob
 		select {
-		case first = <-s.jobs:
+		case <-s.q.wake:
 		case <-s.stop:
 			return
 		}
-		batch := []*retrieveJob{first}
-		n := len(first.queries)
-		var (
-			window <-chan time.Time
-			timer  *time.Timer
-		)
-		if s.cfg.BatchWindow > 0 {
-			timer = time.NewTimer(s.cfg.BatchWindow)
-			window = timer.C
+		batch, n, large := s.q.take(nil, 0, false)
+		if len(batch) == 0 {
+			continue
 		}
-	collect:
-		for n < s.cfg.MaxBatch {
-			select {
-			case j := <-s.jobs:
-				batch = append(batch, j)
-				n += len(j.queries)
-			default:
-				if window == nil {
-					break collect
-				}
+		if s.cfg.BatchWindow > 0 && n < s.cfg.MaxBatch {
+			timer := time.NewTimer(s.cfg.BatchWindow)
+		collect:
+			for n < s.cfg.MaxBatch {
 				select {
-				case j := <-s.jobs:
-					batch = append(batch, j)
-					n += len(j.queries)
-				case <-window:
+				case <-s.q.wake:
+					batch, n, large = s.q.take(batch, n, large)
+				case <-timer.C:
 					break collect
 				case <-s.stop:
 					break collect
 				}
 			}
-		}
-		if timer != nil {
 			timer.Stop()
 		}
 		s.runBatch(batch)
+		if large {
+			s.q.doneLarge()
+		}
 	}
 }
 
-// runBatch answers a batch with one Retrieve call (k = the largest asked;
-// each request gets its own prefix), skipping requests already timed out.
-func (s *Server) runBatch(batch []*retrieveJob) {
-	live := batch[:0]
+// runBatch answers a batch of slices with one Retrieve call (k = the
+// largest asked; each request gets its own prefix).
+func (s *Server) runBatch(batch []slice) {
 	var queries []string
 	k := 0
-	for _, j := range batch {
-		if err := j.ctx.Err(); err != nil {
-			j.done <- jobResult{err: err}
-			continue
-		}
-		live = append(live, j)
-		queries = append(queries, j.queries...)
-		k = max(k, j.k)
-	}
-	if len(live) == 0 {
-		return
+	jobs := map[*retrieveJob]bool{}
+	for _, sl := range batch {
+		queries = append(queries, sl.job.queries[sl.lo:sl.hi]...)
+		k = max(k, sl.job.k)
+		jobs[sl.job] = true
 	}
 	s.batches.Add(1)
 	// The batch is cancelled once every request in it has given up.
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
 	defer cancel()
 	var waiting atomic.Int32
-	waiting.Store(int32(len(live)))
-	for _, j := range live {
+	waiting.Store(int32(len(jobs)))
+	for j := range jobs {
 		stop := context.AfterFunc(j.ctx, func() {
 			if waiting.Add(-1) == 0 {
 				cancel()
@@ -356,19 +482,20 @@ func (s *Server) runBatch(batch []*retrieveJob) {
 		err = fmt.Errorf("retriever returned %d result lists for %d queries", len(hits), len(queries))
 	}
 	at := 0
-	for _, j := range live {
+	for _, sl := range batch {
+		n := sl.hi - sl.lo
 		if err != nil {
-			j.done <- jobResult{err: err}
+			s.q.finish(sl, nil, err)
 			continue
 		}
-		out := hits[at : at+len(j.queries)]
-		at += len(j.queries)
+		out := hits[at : at+n]
+		at += n
 		for i := range out {
-			if len(out[i]) > j.k {
-				out[i] = out[i][:j.k]
+			if len(out[i]) > sl.job.k {
+				out[i] = out[i][:sl.job.k]
 			}
 		}
-		j.done <- jobResult{hits: out}
+		s.q.finish(sl, out, nil)
 	}
 }
 
@@ -390,17 +517,8 @@ func (s *Server) Search(ctx context.Context, queries []string, k int) ([][]Hit, 
 		return [][]Hit{}, nil
 	}
 	j := &retrieveJob{ctx: ctx, queries: queries, k: k, done: make(chan jobResult, 1)}
-	s.mu.RLock()
-	if s.closed {
-		s.mu.RUnlock()
-		return nil, errServerClosed
-	}
-	select {
-	case s.jobs <- j:
-		s.mu.RUnlock()
-	default:
-		s.mu.RUnlock()
-		return nil, errOverloaded
+	if err := s.q.push(j); err != nil {
+		return nil, err
 	}
 	select {
 	case r := <-j.done:
@@ -451,6 +569,20 @@ func (s *Server) handleRetrieve(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusMethodNotAllowed, "use POST /retrieve")
 		return
 	}
+	select {
+	case s.inflight <- struct{}{}:
+		defer func() { <-s.inflight }()
+	default:
+		s.errors.Add(1)
+		s.rejected.Add(1)
+		s.unavailable(w, fmt.Sprintf("server busy: %d requests in flight (max_in_flight)", s.cfg.MaxInFlight))
+		return
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		s.errors.Add(1)
+		writeJSONError(w, http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type %.60q: want application/json", r.Header.Get("Content-Type")))
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
 		s.errors.Add(1)
@@ -473,6 +605,18 @@ func (s *Server) handleRetrieve(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	if len(req.Queries)*req.TopK > s.cfg.LargeResults {
+		select {
+		case s.large <- struct{}{}:
+			defer func() { <-s.large }()
+		default:
+			s.errors.Add(1)
+			s.rejected.Add(1)
+			s.unavailable(w, fmt.Sprintf("server busy: %d large requests (over %d results) in flight (max_large_in_flight)",
+				s.cfg.MaxLargeInFlight, s.cfg.LargeResults))
+			return
+		}
+	}
 	s.queries.Add(int64(len(req.Queries)))
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
 	defer cancel()
@@ -481,25 +625,52 @@ func (s *Server) handleRetrieve(w http.ResponseWriter, r *http.Request) {
 		s.errors.Add(1)
 		switch {
 		case errors.Is(err, context.DeadlineExceeded):
-			writeJSONError(w, http.StatusServiceUnavailable, fmt.Sprintf("request timed out after %v", s.cfg.Timeout))
+			s.unavailable(w, fmt.Sprintf("request timed out after %v", s.cfg.Timeout))
 		case errors.Is(err, context.Canceled):
 			// The client went away; nobody reads the answer.
 		case errors.Is(err, errOverloaded), errors.Is(err, errServerClosed):
-			writeJSONError(w, http.StatusServiceUnavailable, err.Error())
+			s.rejected.Add(1)
+			s.unavailable(w, err.Error())
 		default:
 			s.logf("retrieve: %v", err)
 			writeJSONError(w, http.StatusInternalServerError, "retrieval failed: "+err.Error())
 		}
 		return
 	}
-	out, err := EncodeRetrieveResponse(hits, req.ReturnScores)
+	size, err := responseSize(hits, req.ReturnScores, s.cfg.MaxResponseBytes)
 	if err != nil {
 		s.errors.Add(1)
 		writeJSONError(w, http.StatusInternalServerError, "encoding response: "+err.Error())
 		return
 	}
+	if size > s.cfg.MaxResponseBytes {
+		s.errors.Add(1)
+		writeJSONError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf(
+			"response of %d bytes exceeds the limit of %d bytes (max_response_bytes): ask fewer queries or a smaller topk", size, s.cfg.MaxResponseBytes))
+		return
+	}
+	// Stream one query's hit list at a time (chunked encoding), each write
+	// due within WriteTimeout: a client that does not read is dropped.
 	w.Header().Set("Content-Type", "application/json")
-	w.Write(out)
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	deadline := func() {
+		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+		// Encoding a large answer is CPU-bound; yield between pieces so
+		// that small requests are not held behind it.
+		runtime.Gosched()
+	}
+	if err := writeRetrieveResponse(w, hits, req.ReturnScores, deadline); err != nil {
+		s.errors.Add(1)
+		s.logf("writing response: %v", err)
+		panic(http.ErrAbortHandler) // drop the connection: the body is incomplete
+	}
+}
+
+// unavailable answers 503 with Retry-After.
+func (s *Server) unavailable(w http.ResponseWriter, msg string) {
+	w.Header().Set("Retry-After", strconv.Itoa(int(s.cfg.RetryAfter/time.Second)))
+	writeJSONError(w, http.StatusServiceUnavailable, msg)
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
@@ -523,7 +694,7 @@ func (s *Server) Health() Health {
 	h := Health{
 		Status: "ok", Kind: s.cfg.Kind, Docs: s.cfg.Docs,
 		Requests: s.requests.Load(), Queries: s.queries.Load(),
-		Errors: s.errors.Load(), Batches: s.batches.Load(),
+		Errors: s.errors.Load(), Batches: s.batches.Load(), Rejected: s.rejected.Load(),
 	}
 	if s.draining.Load() {
 		h.Status = "shutting down"
@@ -552,6 +723,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          s.cfg.Log,
 	}
+	if s.cfg.MaxConns > 0 {
+		ln = &limitListener{Listener: ln, sem: make(chan struct{}, s.cfg.MaxConns), s: s}
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
@@ -569,4 +743,47 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 		err = serr
 	}
 	return err
+}
+
+// limitListener admits at most cap(sem) open connections; one more is
+// answered 503 with Retry-After and closed, without reading its request.
+type limitListener struct {
+	net.Listener
+	sem chan struct{}
+	s   *Server
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.sem <- struct{}{}:
+			return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
+		default:
+			l.s.rejected.Add(1)
+			go l.refuse(c)
+		}
+	}
+}
+
+func (l *limitListener) refuse(c net.Conn) {
+	defer c.Close()
+	body := fmt.Sprintf(`{"error":"server busy: %d connections open (max_conns)"}`+"\n", cap(l.sem))
+	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+	fmt.Fprintf(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: %d\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
+		int(l.s.cfg.RetryAfter/time.Second), len(body), body)
+}
+
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	c.once.Do(c.release)
+	return c.Conn.Close()
 }

@@ -1,7 +1,6 @@
 package search
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -80,7 +79,7 @@ func post(t *testing.T, url, body string) (int, []byte) {
 }
 
 func TestServerStatusCodes(t *testing.T) {
-	_, ts := newTestServer(t, &fakeRetriever{}, func(c *ServerConfig) { c.MaxBodyBytes = 1024; c.MaxQueries = 4 })
+	_, ts := newTestServer(t, &fakeRetriever{}, func(c *ServerConfig) { c.MaxBodyBytes = 1024; c.MaxQueries = 4; c.MaxResults = 200 })
 	tests := []struct {
 		name, method, path, body string
 		status                   int
@@ -90,7 +89,11 @@ func TestServerStatusCodes(t *testing.T) {
 		{"null topk", "POST", "/retrieve", `{"queries": ["a"], "topk": null}`, 200},
 		{"integral float topk", "POST", "/retrieve", `{"queries": ["a"], "topk": 3.0}`, 200},
 		{"empty queries", "POST", "/retrieve", `{"queries": []}`, 200},
-		{"unknown field", "POST", "/retrieve", `{"queries": ["a"], "extra": 1}`, 200},
+		{"unknown field", "POST", "/retrieve", `{"queries": ["a"], "extra": 1}`, 400},
+		{"key case", "POST", "/retrieve", `{"queriEs": ["a"]}`, 400},
+		{"duplicate key", "POST", "/retrieve", `{"queries": ["a"], "queries": ["b"]}`, 400},
+		{"escaped key", "POST", "/retrieve", `{"quer\u0069es": ["a"]}`, 200},
+		{"results cap", "POST", "/retrieve", `{"queries": ["a","b","c"], "topk": 90}`, 400},
 		{"GET retrieve", "GET", "/retrieve", ``, 405},
 		{"malformed", "POST", "/retrieve", `{"queries": [`, 400},
 		{"not an object", "POST", "/retrieve", `[1, 2]`, 400},
@@ -117,6 +120,7 @@ func TestServerStatusCodes(t *testing.T) {
 	}
 	for _, tc := range tests {
 		req, _ := http.NewRequest(tc.method, ts.URL+tc.path, strings.NewReader(tc.body))
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
@@ -355,7 +359,7 @@ func FuzzDecodeRetrieveRequest(f *testing.F) {
 	for _, s := range []string{
 		`{"queries": ["a", "b"], "topk": 3, "return_scores": true}`,
 		`{"queries": []}`, `{"queries": null}`, `{"topk": 1e400}`, `{"queries": ["a"], "topk": -0}`,
-		`{"queries": ["\u0000"], "topk": 100}`, `{"queries": ["a"]} x`, `"str"`, ``, `{"queries": ["a"], "topk": 9007199254740993}`,
+		`{"queries": ["\u0000"], "topk": 100}`, `{"queries": ["a"]} x`, `{"queriEs":[]}`, `{"queries":[],"queries":[]}`, `"str"`, ``, `{"queries": ["a"], "topk": 9007199254740993}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -372,8 +376,22 @@ func FuzzDecodeRetrieveRequest(f *testing.F) {
 		if req.Queries == nil || len(req.Queries) > cfg.MaxQueries || req.TopK < 1 || req.TopK > cfg.MaxTopK {
 			t.Fatalf("accepted invalid request %+v from %q", req, b)
 		}
-		if !bytes.Contains(b, []byte("queries")) {
-			t.Fatalf("accepted a body without queries: %q", b)
+		// Accepted: the body is one object whose keys are exactly the API's,
+		// each once, with "queries" among them.
+		var keys map[string]json.RawMessage
+		if err := json.Unmarshal(b, &keys); err != nil {
+			t.Fatalf("accepted %q that encoding/json rejects: %v", b, err)
+		}
+		if _, ok := keys["queries"]; !ok {
+			t.Fatalf("accepted a body without an exact \"queries\" key: %q", b)
+		}
+		for k := range keys {
+			if k != "queries" && k != "topk" && k != "return_scores" {
+				t.Fatalf("accepted unknown key %q in %q", k, b)
+			}
+		}
+		if len(req.Queries)*req.TopK > cfg.MaxResults {
+			t.Fatalf("accepted %d×%d results over the cap %d", len(req.Queries), req.TopK, cfg.MaxResults)
 		}
 	})
 }
@@ -406,6 +424,48 @@ func BenchmarkDecodeRetrieveRequest(b *testing.B) {
 	for b.Loop() {
 		if _, err := DecodeRetrieveRequest(body, cfg); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestDecodeRetrieveRequestNamesKeys checks that strict decoding names the
+// offending key and the limit in its messages.
+func TestDecodeRetrieveRequestNamesKeys(t *testing.T) {
+	cfg := DefaultServerConfig()
+	tests := []struct{ body, want string }{
+		{`{"queriEs": ["a"]}`, `unknown key "queriEs"`},
+		{`{"queries": ["a"], "topK": 3}`, `unknown key "topK"`},
+		{`{"queries": ["a"], "topk": 3, "topk": 4}`, `duplicate key "topk"`},
+		{`{"queries": ["a"], "queries": ["a"]}`, `duplicate key "queries"`},
+		{`{"queries": [` + strings.Repeat(`"q",`, 200) + `"q"], "topk": 100}`, `max_results`},
+		{`["a"]`, `want an object, got an array`},
+		{`"a"`, `want an object, got a string`},
+	}
+	for _, tc := range tests {
+		_, err := DecodeRetrieveRequest([]byte(tc.body), cfg)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%.40s: error %v, want it to contain %q", tc.body, err, tc.want)
+		}
+	}
+}
+
+func TestServerRequiresJSONContentType(t *testing.T) {
+	_, ts := newTestServer(t, &fakeRetriever{}, nil)
+	for ct, want := range map[string]int{
+		"application/json": 200, "application/json; charset=utf-8": 200,
+		"": 415, "application/x-www-form-urlencoded": 415, "text/plain": 415,
+	} {
+		req, _ := http.NewRequest("POST", ts.URL+"/retrieve", strings.NewReader(`{"queries": ["a"]}`))
+		if ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Content-Type %q: status %d, want %d", ct, resp.StatusCode, want)
 		}
 	}
 }

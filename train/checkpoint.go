@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -108,7 +109,7 @@ func WriteCheckpoint(runDir string, policy *qwen.Model, aci *conformal.ACI, st T
 	if err := writeHFFolder(tmp, policy, src, dtype); err != nil {
 		return fail(err)
 	}
-	if err := saveOptimizerState(policy.Context(), filepath.Join(tmp, OptimizerFile)); err != nil {
+	if err := SaveOptimizerState(policy.Context(), filepath.Join(tmp, OptimizerFile)); err != nil {
 		return fail(err)
 	}
 	if aci != nil {
@@ -192,19 +193,32 @@ func copyFileIfExists(from, to string) error {
 	return atomicfile.Copy(from, to)
 }
 
-// pruneCheckpoints deletes the oldest complete checkpoints beyond keep
-// (never current) and leftover temporary folders of interrupted writes.
+// pruneCheckpoints deletes leftover temporary folders of interrupted
+// writes, checkpoints newer than current (written but never committed as
+// "latest" before a crash: the resumed run writes them again), and the
+// oldest complete checkpoints beyond keep (never current). The trainer runs
+// it after every checkpoint and when it resumes, so keep holds after a
+// crash too.
 func pruneCheckpoints(root string, keep int, current string) error {
 	tmps, _ := filepath.Glob(filepath.Join(root, checkpointTmpGlob))
 	for _, t := range tmps {
 		os.RemoveAll(t)
 	}
-	if keep <= 0 {
-		return nil
-	}
 	steps, err := listCheckpoints(root)
 	if err != nil {
 		return err
+	}
+	if cur, err := strconv.Atoi(strings.TrimPrefix(current, checkpointPrefix)); err == nil {
+		for len(steps) > 0 && steps[len(steps)-1] > cur {
+			name := CheckpointName(steps[len(steps)-1])
+			if err := os.RemoveAll(filepath.Join(root, name)); err != nil {
+				return fmt.Errorf("checkpoint: remove uncommitted %s: %w", name, err)
+			}
+			steps = steps[:len(steps)-1]
+		}
+	}
+	if keep <= 0 {
+		return nil
 	}
 	for len(steps) > keep {
 		name := CheckpointName(steps[0])
@@ -274,6 +288,13 @@ func ReadTrainerState(dir string) (TrainerState, error) {
 	if st.Version != stateFormatVersion || st.Step < 0 {
 		return TrainerState{}, fmt.Errorf("load %s: unsupported state (version %d, step %d)", path, st.Version, st.Step)
 	}
+	const maxCursor = 1 << 40 // far beyond any dataset; keeps Pos+batch from overflowing
+	if st.TotalSteps < 0 || st.Data.Epoch < 0 || st.Data.Pos < 0 || st.Data.Epoch > maxCursor || st.Data.Pos > maxCursor {
+		return TrainerState{}, fmt.Errorf("load %s: bad state (total_steps %d, data cursor epoch %d pos %d)", path, st.TotalSteps, st.Data.Epoch, st.Data.Pos)
+	}
+	if err := new(rand.PCG).UnmarshalBinary(st.RNG); err != nil {
+		return TrainerState{}, fmt.Errorf("load %s: rng state: %w", path, err)
+	}
 	return st, nil
 }
 
@@ -305,9 +326,10 @@ func optimizerVariable(v *context.Variable) bool {
 	return s != "/"+AccumScope && !strings.HasPrefix(s, "/"+AccumScope+"/")
 }
 
-// saveOptimizerState writes every optimiser variable of ctx (float32 and
-// int64 tensors) under its scoped name.
-func saveOptimizerState(ctx *context.Context, path string) error {
+// SaveOptimizerState writes every optimiser variable of ctx (AdamW moments
+// and step counters: float32 and int64 tensors) under its scoped name, for
+// RestoreOptimizerState.
+func SaveOptimizerState(ctx *context.Context, path string) error {
 	var ts []safetensors.Tensor
 	for v := range ctx.IterVariables() {
 		if !optimizerVariable(v) {

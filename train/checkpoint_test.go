@@ -3,8 +3,10 @@ package train
 import (
 	"bytes"
 	"image/png"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -27,8 +29,12 @@ func TestCheckpointPruneAndLatest(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(root, ".step-000009.tmp-123"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	rngState, err := rand.NewPCG(1, 2).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for step := 1; step <= 4; step++ {
-		st := TrainerState{Step: step, TotalSteps: 4, Data: Cursor{Epoch: 0, Pos: step}, RNG: []byte{1, 2}}
+		st := TrainerState{Step: step, TotalSteps: 4, Data: Cursor{Epoch: 0, Pos: step}, RNG: rngState}
 		if _, err := WriteCheckpoint(dir, m, aci, st, CheckpointSource{}, safetensors.BF16, 2); err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +51,7 @@ func TestCheckpointPruneAndLatest(t *testing.T) {
 		t.Fatalf("latest %s (%v)", latest, err)
 	}
 	st, err := ReadTrainerState(latest)
-	if err != nil || st.Step != 4 || st.Data.Pos != 4 || st.WeightsDType != "BF16" || !bytes.Equal(st.RNG, []byte{1, 2}) {
+	if err != nil || st.Step != 4 || st.Data.Pos != 4 || st.WeightsDType != "BF16" || !bytes.Equal(st.RNG, rngState) {
 		t.Fatalf("state %+v (%v)", st, err)
 	}
 	back, err := ReadACIState(latest)
@@ -55,6 +61,26 @@ func TestCheckpointPruneAndLatest(t *testing.T) {
 	// config.json was written from the model's config (no source folder).
 	if b, err := os.ReadFile(filepath.Join(latest, "config.json")); err != nil || !strings.Contains(string(b), "Qwen2ForCausalLM") {
 		t.Errorf("config.json: %v", err)
+	}
+	// After a crash: step 5 written but "latest" still naming 4 (the crash
+	// came between the rename and "latest"), and keep lowered to 1, as when
+	// a crash came between a checkpoint and its pruning. Resuming drops the
+	// uncommitted step 5 and prunes to keep around latest.
+	st5 := TrainerState{Step: 5, TotalSteps: 5, RNG: rngState}
+	if _, err := WriteCheckpoint(dir, m, aci, st5, CheckpointSource{}, safetensors.BF16, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFileAtomic(filepath.Join(root, LatestFile), []byte(CheckpointName(4)+"\n")); err != nil {
+		t.Fatal(err)
+	}
+	if steps, _ := listCheckpoints(root); !slices.Equal(steps, []int{3, 4, 5}) {
+		t.Fatalf("crash state %v, want [3 4 5]", steps)
+	}
+	if err := pruneCheckpoints(root, 1, CheckpointName(4)); err != nil {
+		t.Fatal(err)
+	}
+	if steps, err := listCheckpoints(root); err != nil || !slices.Equal(steps, []int{4}) {
+		t.Fatalf("after the resume prune: %v (%v), want [4]", steps, err)
 	}
 	// A "latest" naming something odd is an error, not a path escape.
 	if err := os.WriteFile(filepath.Join(root, LatestFile), []byte("../../etc\n"), 0o644); err != nil {
@@ -85,7 +111,7 @@ func TestOptimizerStateRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	if err := saveOptimizerState(a.Context(), filepath.Join(dir, OptimizerFile)); err != nil {
+	if err := SaveOptimizerState(a.Context(), filepath.Join(dir, OptimizerFile)); err != nil {
 		t.Fatal(err)
 	}
 	if err := writeHFFolder(dir, a, CheckpointSource{}, safetensors.F32); err != nil {

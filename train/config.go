@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/cas-engine/cas/internal/atomicfile"
-
+	"github.com/cas-engine/cas/internal/guard"
 	"gopkg.in/yaml.v3"
 
 	"github.com/cas-engine/cas/agent"
@@ -278,7 +278,8 @@ func ParseConfig(raw []byte, sets []string) (*Config, error) {
 // parseConfigNode parses YAML into its top-level mapping node.
 func parseConfigNode(raw []byte) (*yaml.Node, error) {
 	var doc yaml.Node
-	if err := yaml.Unmarshal(raw, &doc); err != nil {
+	// yaml.v3 is third-party: a panic on hostile input becomes an error.
+	if err := guard.Run("YAML", func() error { return yaml.Unmarshal(raw, &doc) }); err != nil {
 		return nil, err
 	}
 	if doc.Kind == 0 { // empty file
@@ -624,14 +625,4 @@ func writeFileAtomic(path string, b []byte) error {
 }
 
 // syncDir fsyncs a directory so that renames into it are durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
-}
+func syncDir(dir string) error { return atomicfile.SyncDir(dir) }

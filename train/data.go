@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cas-engine/cas/internal/guard"
 	"github.com/parquet-go/parquet-go"
 )
 
@@ -167,7 +168,14 @@ func stringList(v any) ([]string, error) {
 // question is then the text after the last "Question:" of the user turn in
 // "prompt", and the answers are reward_model.ground_truth.target. "id"
 // (else extra_info.index, else the row number) and "data_source" are kept.
+//
+// parquet-go may panic on a corrupt file (a flipped bit in a page index); the
+// panic is returned as an error naming the file.
 func ReadPromptsParquet(r io.ReaderAt, size int64, name string) ([]Prompt, error) {
+	return guard.Value(name, func() ([]Prompt, error) { return readPromptsParquet(r, size, name) })
+}
+
+func readPromptsParquet(r io.ReaderAt, size int64, name string) ([]Prompt, error) {
 	f, err := parquet.OpenFile(r, size)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)

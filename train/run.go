@@ -157,6 +157,10 @@ func ResumeTrainer(runDir string, sets []string, opts RunOptions) (*Trainer, err
 	if err != nil {
 		return nil, err
 	}
+	// A crash between a checkpoint and its pruning leaves one too many.
+	if err := pruneCheckpoints(filepath.Dir(ckpt), cfg.Checkpoint.Keep, filepath.Base(ckpt)); err != nil {
+		return nil, err
+	}
 	t, err := newTrainer(cfg, runDir, opts)
 	if err != nil {
 		return nil, err

@@ -51,7 +51,10 @@ A summary (tokens, speed, finish reason) goes to stderr.`,
 					return err
 				}
 			}
-			ids := tok.Encode(text)
+			ids, err := tok.TryEncode(text)
+			if err != nil {
+				return fmt.Errorf("tokenize the prompt: %w", err)
+			}
 			if len(ids) == 0 {
 				return fmt.Errorf("empty prompt")
 			}

@@ -31,7 +31,7 @@ not meaningful.`,
 			if err != nil {
 				return err
 			}
-			tb, err := qwen.ReadTokenBatch(in, m.Config.VocabSize)
+			tb, err := qwen.ReadTokenBatch(in, m.Config.VocabSize, m.Config.MaxPositionEmbeddings)
 			if err != nil {
 				return err
 			}

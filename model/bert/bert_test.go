@@ -516,3 +516,15 @@ func BenchmarkEmbed(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(seqs)*b.N)/b.Elapsed().Seconds(), "passages/s")
 }
+
+// TestHugeLayerCountRejected: num_hidden_layers = 10^6 over a tiny model's
+// weights is refused before anything per layer is built.
+func TestHugeLayerCountRejected(t *testing.T) {
+	c := tinyConfig()
+	r := randomReader(c, 1)
+	c.NumHiddenLayers = 1_000_000
+	_, err := FromReader(c, r, "tiny", newBackend(t), Options{})
+	if err == nil || !strings.Contains(err.Error(), "num_hidden_layers = 1000000, the weights hold") {
+		t.Fatalf("error %v", err)
+	}
+}

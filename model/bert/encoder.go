@@ -92,6 +92,10 @@ func FromReader(cfg Config, r safetensors.Reader, source string, backend backend
 	if _, ok := r.Info("bert.embeddings.word_embeddings.weight"); ok {
 		prefix = "bert."
 	}
+	// Before building anything per layer: the file must hold the layers.
+	if layers := safetensors.CountLayers(r.Names(), prefix+"encoder.layer."); cfg.NumHiddenLayers > layers {
+		return nil, fmt.Errorf("%s: config.json has num_hidden_layers = %d, the weights hold %d layers", source, cfg.NumHiddenLayers, layers)
+	}
 	w := &Weights{}
 	leaves, err := collectLeaves(w, dimsOf(cfg))
 	if err != nil {

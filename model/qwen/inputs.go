@@ -16,13 +16,21 @@ type TokenBatch struct {
 
 // ReadTokenBatch reads input_ids [B, T] (any integer dtype) and, when
 // present, attention_mask [B, T] (0/1; default all ones) from a safetensors
-// file, checking ids against the vocabulary size when vocab > 0.
-func ReadTokenBatch(path string, vocab int) (*TokenBatch, error) {
+// file, checking ids against the vocabulary size when vocab > 0 and T
+// against maxSeqLen (the model's max_position_embeddings) when maxSeqLen > 0
+// — from the header, before anything is allocated: a 480 KB file of
+// input_ids [1, 60000] would otherwise ask attention for 60000² scores per
+// head.
+func ReadTokenBatch(path string, vocab, maxSeqLen int) (*TokenBatch, error) {
 	f, err := safetensors.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if info, ok := f.Info("input_ids"); ok && len(info.Shape) == 2 && maxSeqLen > 0 && info.Shape[1] > maxSeqLen {
+		return nil, fmt.Errorf("%s: tensor input_ids has %d positions per row, more than max_position_embeddings = %d of config.json",
+			path, info.Shape[1], maxSeqLen)
+	}
 	ids, shape, err := f.Int64("input_ids")
 	if err != nil {
 		return nil, fmt.Errorf("%s: tensor input_ids: %w", path, err)

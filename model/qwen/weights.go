@@ -10,6 +10,8 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/ml/context"
+
+	"github.com/cas-engine/cas/model/safetensors"
 )
 
 // weights is the tensor tree of a Qwen checkpoint, bound declaratively: the
@@ -141,6 +143,12 @@ type tensorInfo struct {
 // and reports every missing, unused, mis-shaped or non-float tensor at once,
 // each by its Hugging Face name, prefixed with source (the file or folder).
 func checkWeights(c *Config, source string, names []string, info func(string) (tensorInfo, bool)) error {
+	// Before listing what the config implies (one spec per tensor per layer),
+	// check that the file can hold that many layers: num_hidden_layers = 10^6
+	// would otherwise build millions of specs for a file of a few tensors.
+	if err := checkLayerCount(c, source, names); err != nil {
+		return err
+	}
 	var errs []error
 	known := map[string]bool{}
 	for _, s := range weightSpecs(c) {
@@ -170,6 +178,16 @@ func checkWeights(c *Config, source string, names []string, info func(string) (t
 			source, n, c.arch().name))
 	}
 	return errors.Join(errs...)
+}
+
+// checkLayerCount compares num_hidden_layers with the layers the weights
+// hold (model.layers.N.*), in time linear in the number of tensors.
+func checkLayerCount(c *Config, source string, names []string) error {
+	if layers := safetensors.CountLayers(names, "model.layers."); c.NumHiddenLayers > layers {
+		return fmt.Errorf("%s: config.json has num_hidden_layers = %d, the weights hold %d layers (model.layers.0 … model.layers.%d)",
+			source, c.NumHiddenLayers, layers, layers-1)
+	}
+	return nil
 }
 
 func explainShape(s weightSpec) string {

@@ -76,7 +76,10 @@ func parseHeader(js []byte, dataLen int64) (*header, error) {
 		h.names = append(h.names, name)
 	}
 	sort.Strings(h.names)
-	// No two tensors may share bytes.
+	// No two tensors may share bytes, and no tensor, empty ones included,
+	// may start inside another: in (Begin, End) order every range must start
+	// at or after the furthest end seen so far (not only the previous
+	// range's end, which an empty range in between would hide).
 	order := append([]string(nil), h.names...)
 	sort.Slice(order, func(i, j int) bool {
 		a, b := h.tensors[order[i]], h.tensors[order[j]]
@@ -85,11 +88,17 @@ func parseHeader(js []byte, dataLen int64) (*header, error) {
 		}
 		return a.End < b.End
 	})
-	for i := 1; i < len(order); i++ {
-		prev, cur := h.tensors[order[i-1]], h.tensors[order[i]]
-		if cur.Begin < prev.End && cur.End > cur.Begin {
-			return nil, fmt.Errorf("tensor %q [%d,%d) overlaps tensor %q [%d,%d)",
-				order[i], cur.Begin, cur.End, order[i-1], prev.Begin, prev.End)
+	far := ""
+	for _, name := range order {
+		cur := h.tensors[name]
+		if far != "" {
+			if prev := h.tensors[far]; cur.Begin < prev.End {
+				return nil, fmt.Errorf("tensor %q [%d,%d) overlaps tensor %q [%d,%d)",
+					name, cur.Begin, cur.End, far, prev.Begin, prev.End)
+			}
+		}
+		if far == "" || cur.End > h.tensors[far].End {
+			far = name
 		}
 	}
 	return h, nil

@@ -167,6 +167,9 @@ func TestOpenErrors(t *testing.T) {
 		{"overflow", build(t, `{"w":{"dtype":"F32","shape":[2147483647,2147483647,2147483647],"data_offsets":[0,4]}}`, 4), "overflows"},
 		{"missing field", build(t, `{"w":{"dtype":"F32","shape":[1]}}`, 4), "needs dtype"},
 		{"overlap", build(t, `{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, 8), "overlaps"},
+		{"overlap hidden by an empty tensor", build(t, `{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"z":{"dtype":"F32","shape":[0],"data_offsets":[4,4]},"b":{"dtype":"F32","shape":[0],"data_offsets":[6,6]},"c":{"dtype":"U8","shape":[2],"data_offsets":[6,8]}}`, 8), "overlaps"},
+		{"empty tensor inside another", build(t, `{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"z":{"dtype":"F32","shape":[0],"data_offsets":[4,4]}}`, 8), `tensor "z" [4,4) overlaps tensor "a" [0,8)`},
+		{"nested after a short one", build(t, `{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"c":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}}`, 16), "overlaps"},
 		{"bad metadata", build(t, `{"__metadata__":{"a":1}}`, 0), "__metadata__"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -318,6 +321,7 @@ func FuzzHeader(f *testing.F) {
 	f.Add(build(f, `{"__metadata__":{"format":"pt"},"a":{"dtype":"BF16","shape":[1,2],"data_offsets":[0,4]}}`, 4))
 	f.Add(build(f, `{"w":{"dtype":"I64","shape":[],"data_offsets":[0,8]}}`, 8))
 	f.Add(build(f, `{"w":{"dtype":"F16","shape":[9223372036854775807],"data_offsets":[0,2]}}`, 2))
+	f.Add(build(f, `{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"z":{"dtype":"F32","shape":[0],"data_offsets":[4,4]},"c":{"dtype":"U8","shape":[2],"data_offsets":[6,8]}}`, 8))
 	f.Add([]byte{255, 255, 255, 255, 255, 255, 255, 255})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -330,6 +334,17 @@ func FuzzHeader(f *testing.F) {
 			return
 		}
 		data := int64(len(b)) - 8 - n
+		for an, a := range h.tensors {
+			for bn, c := range h.tensors {
+				// No range, empty or not, starts strictly inside another.
+				if an != bn && c.Begin > a.Begin && c.Begin < a.End {
+					t.Fatalf("accepted %q [%d,%d) inside %q [%d,%d)", bn, c.Begin, c.End, an, a.Begin, a.End)
+				}
+				if an != bn && c.Begin == a.Begin && c.End > c.Begin && a.End > a.Begin {
+					t.Fatalf("accepted %q and %q both starting at %d", an, bn, a.Begin)
+				}
+			}
+		}
 		for name, ti := range h.tensors {
 			if ti.Begin < 0 || ti.End > data || ti.End < ti.Begin {
 				t.Fatalf("%s: offsets [%d,%d) outside %d", name, ti.Begin, ti.End, data)
@@ -374,4 +389,62 @@ func equalInts(a, b []int) bool {
 		}
 	}
 	return true
+}
+
+// FuzzOpenDirIndex: any model.safetensors.index.json over two valid shards
+// opens a folder whose every tensor reads back, or is an error naming the
+// index file; never a panic, never a file outside the folder.
+func FuzzOpenDirIndex(f *testing.F) {
+	f.Add([]byte(`{"metadata":{"total_size":16},"weight_map":{"a":"s1.safetensors","b":"s1.safetensors","c":"s2.safetensors"}}`))
+	f.Add([]byte(`{"weight_map":{"a":"../s1.safetensors"}}`))
+	f.Add([]byte(`{"weight_map":{"a":"s2.safetensors"}}`))
+	f.Add([]byte(`{"weight_map":{}}`))
+	f.Add([]byte(`{"weight_map":{"a":"s1.safetensors","a":"s2.safetensors"}}`))
+	f.Add([]byte(`{"weight_map":null,"metadata":[1]}`))
+	f.Fuzz(func(t *testing.T, index []byte) {
+		dir := t.TempDir()
+		if err := Write(filepath.Join(dir, "s1.safetensors"), []Tensor{
+			F32Tensor("a", []int{2}, []float32{1, 2}), BF16Tensor("b", []int{1}, []float32{3}),
+		}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := Write(filepath.Join(dir, "s2.safetensors"), []Tensor{F32Tensor("c", []int{1}, []float32{4})}, nil); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, IndexFileName)
+		if err := os.WriteFile(path, index, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		d, err := OpenDir(dir)
+		if err != nil {
+			if !strings.Contains(err.Error(), dir) {
+				t.Fatalf("error %q does not name the folder", err)
+			}
+			return
+		}
+		defer d.Close()
+		for _, name := range d.Names() {
+			if _, _, err := d.Float32(name); err != nil {
+				t.Fatalf("accepted index, tensor %s does not read: %v", name, err)
+			}
+		}
+	})
+}
+
+func TestCountLayers(t *testing.T) {
+	for _, tc := range []struct {
+		names  []string
+		prefix string
+		want   int
+	}{
+		{[]string{"model.layers.0.a", "model.layers.1.b", "model.norm.weight"}, "model.layers.", 2},
+		{[]string{"model.layers.3.a"}, "model.layers.", 4},
+		{[]string{"model.layers.x.a", "model.layers.-1.b", "model.layers.99999999999.c", "model.layers.7"}, "model.layers.", 8},
+		{[]string{"encoder.layer.11.output.dense.weight", "bert.encoder.layer.2.x"}, "encoder.layer.", 12},
+		{nil, "model.layers.", 0},
+	} {
+		if got := CountLayers(tc.names, tc.prefix); got != tc.want {
+			t.Errorf("CountLayers(%v) = %d, want %d", tc.names, got, tc.want)
+		}
+	}
 }

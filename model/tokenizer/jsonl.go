@@ -83,7 +83,9 @@ func (t *Tokenizer) TransformJSONL(r io.Reader, w io.Writer, opts JSONLOptions) 
 			if err != nil {
 				return n, fmt.Errorf("%s:%d: %w", opts.Name, lineNo, err)
 			}
-			ids = t.AppendEncode(ids[:0], text)
+			if ids, err = t.appendEncodeGuarded(ids[:0], text); err != nil {
+				return n, fmt.Errorf("%s:%d: %w", opts.Name, lineNo, err)
+			}
 			if opts.Special {
 				ids = t.PostProcess(ids)
 			}

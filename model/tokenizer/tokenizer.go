@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -31,6 +32,9 @@ type Tokenizer struct {
 	idToToken   []string      // model vocab, by id ("" where absent)
 	vocabSize   int
 	family      string
+
+	limits  Limits
+	lastErr atomic.Pointer[error] // first regex timeout of an Encode (see Err)
 }
 
 // fileJSON is the top level of tokenizer.json, less the model.
@@ -165,6 +169,11 @@ type configJSON struct {
 // to it, when present, selects the chat template family (see
 // ChatOptions.Family); otherwise the added tokens do.
 func Load(path string) (*Tokenizer, error) {
+	return LoadWith(path, DefaultLimits())
+}
+
+// LoadWith is Load with explicit limits.
+func LoadWith(path string, lim Limits) (*Tokenizer, error) {
 	file, dir := path, filepath.Dir(path)
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		file, dir = filepath.Join(path, "tokenizer.json"), path
@@ -173,7 +182,7 @@ func Load(path string) (*Tokenizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load tokenizer: %w", err)
 	}
-	t, err := Parse(data)
+	t, err := ParseWith(data, lim)
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", file, err)
 	}
@@ -207,6 +216,48 @@ func Load(path string) (*Tokenizer, error) {
 // family is guessed from the added tokens (Load also reads
 // tokenizer_config.json).
 func Parse(data []byte) (*Tokenizer, error) {
+	return ParseWith(data, DefaultLimits())
+}
+
+// Limits bound what a tokenizer.json may ask of memory and time; Hugging
+// Face has none, so a hostile file could otherwise cost gigabytes.
+type Limits struct {
+	// MaxTokenBytes is the longest vocabulary or added token accepted at
+	// load (added tokens are indexed in a byte trie: a 100 MB token would
+	// cost > 10 GB). Default 4096 bytes; Qwen's longest token is 256 bytes.
+	MaxTokenBytes int
+	// MaxWordBytes: a pre-tokenized word longer than this is handed to the
+	// model (BPE merges, WordPiece) in consecutive pieces of at most this
+	// many bytes, cut at character boundaries, so that time and memory stay
+	// linear in the text (a 50 MB word cost 32 s and 4.9 GB whole). Hugging
+	// Face merges such a word whole; ids can differ at the cuts. Default
+	// 65,536 bytes; 0 means no limit.
+	MaxWordBytes int
+}
+
+// DefaultLimits returns the limits Load and Parse use.
+func DefaultLimits() Limits { return Limits{MaxTokenBytes: 4096, MaxWordBytes: 1 << 16} }
+
+// ParseWith is Parse with explicit limits.
+func ParseWith(data []byte, lim Limits) (t *Tokenizer, err error) {
+	// Normalizing added tokens runs the normalizer's regexes.
+	defer recoverRegexTimeout(&err)
+	return parse(data, lim)
+}
+
+// recoverRegexTimeout turns a matcher's *RegexTimeoutError panic into *err;
+// other panics continue.
+func recoverRegexTimeout(err *error) {
+	if p := recover(); p != nil {
+		te, ok := p.(*RegexTimeoutError)
+		if !ok {
+			panic(p)
+		}
+		*err = te
+	}
+}
+
+func parse(data []byte, lim Limits) (*Tokenizer, error) {
 	if !utf8.Valid(data) {
 		return nil, fmt.Errorf("invalid UTF-8 at byte %d", invalidUTF8At(data))
 	}
@@ -218,7 +269,19 @@ func Parse(data []byte) (*Tokenizer, error) {
 	if typ == "" && mj.haveMerges {
 		typ = "BPE" // files from before the type tag
 	}
-	t := &Tokenizer{}
+	t := &Tokenizer{limits: lim}
+	if lim.MaxTokenBytes > 0 {
+		for tok := range mj.vocab {
+			if len(tok) > lim.MaxTokenBytes {
+				return nil, fmt.Errorf("model: vocabulary token %.40q… is %d bytes, over the %d-byte limit (tokenizer.Limits.MaxTokenBytes)", tok, len(tok), lim.MaxTokenBytes)
+			}
+		}
+		for k, a := range f.AddedTokens {
+			if len(a.Content) > lim.MaxTokenBytes {
+				return nil, fmt.Errorf("added_tokens[%d] (id %d) is %d bytes, over the %d-byte limit (tokenizer.Limits.MaxTokenBytes)", k, a.ID, len(a.Content), lim.MaxTokenBytes)
+			}
+		}
+	}
 	if mj.vocab != nil {
 		if t.idToToken, err = vocabByID(mj.vocab); err != nil {
 			return nil, fmt.Errorf("model: %w", err)
@@ -343,13 +406,63 @@ func (t *Tokenizer) Encode(text string) []int {
 	return t.AppendEncode(make([]int, 0, len(text)/3+1), text)
 }
 
-// AppendEncode appends the ids of text (as Encode) to dst.
+// AppendEncode appends the ids of text (as Encode) to dst. When a
+// tokenizer.json regex runs past RegexTimeout, it returns the ids encoded so
+// far and Err reports the pattern; TryEncode returns the error instead.
 func (t *Tokenizer) AppendEncode(dst []int, text string) []int {
+	out, err := t.appendEncodeGuarded(dst, text)
+	if err != nil {
+		t.lastErr.CompareAndSwap(nil, &err)
+	}
+	return out
+}
+
+// TryEncode is Encode that fails with a *RegexTimeoutError naming the
+// pattern when a tokenizer.json regex runs past RegexTimeout.
+func (t *Tokenizer) TryEncode(text string) ([]int, error) {
+	return t.appendEncodeGuarded(make([]int, 0, len(text)/3+1), text)
+}
+
+// Err returns the first regex timeout any Encode or Decode of this
+// tokenizer hit (nil when none): they cannot return it.
+func (t *Tokenizer) Err() error {
+	if p := t.lastErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// appendEncodeGuarded runs appendEncode and turns a regex timeout, which a
+// matcher raises as a panic deep inside the pre-tokenizer, into an error.
+func (t *Tokenizer) appendEncodeGuarded(dst []int, text string) (out []int, err error) {
+	out = dst
+	defer recoverRegexTimeout(&err)
+	return t.appendEncode(dst, text, &out), nil
+}
+
+// appendEncode appends the ids of text to dst, mirroring the slice into
+// *progress so that a caller recovering from a timeout keeps what was done.
+func (t *Tokenizer) appendEncode(dst []int, text string, progress *[]int) []int {
 	text = lossyUTF8(text)
-	word := func(w string) { dst = t.model.tokenize(w, dst) }
+	word := func(w string) {
+		for limit := t.limits.MaxWordBytes; limit > 0 && len(w) > limit; {
+			cut := limit
+			for cut > 0 && !utf8.RuneStart(w[cut]) {
+				cut--
+			}
+			if cut == 0 { // no boundary in range (cannot happen with valid UTF-8)
+				cut = limit
+			}
+			dst = t.model.tokenize(w[:cut], dst)
+			w = w[cut:]
+		}
+		dst = t.model.tokenize(w, dst)
+		*progress = dst
+	}
 	t.rawAdded.split(text, func(piece string, tok *AddedToken) {
 		if tok != nil {
 			dst = append(dst, tok.ID)
+			*progress = dst
 			return
 		}
 		if t.normalizer != nil {
@@ -359,6 +472,7 @@ func (t *Tokenizer) AppendEncode(dst []int, text string) []int {
 			switch {
 			case tok != nil:
 				dst = append(dst, tok.ID)
+				*progress = dst
 			case t.preTok == nil:
 				word(p)
 			default:
@@ -410,7 +524,17 @@ func (t *Tokenizer) Decode(ids []int, skipSpecial bool) string {
 	if t.decoder == nil {
 		return strings.Join(toks, " ")
 	}
-	return strings.Join(t.decoder.decodeChain(toks), "")
+	out, err := t.decodeGuarded(toks)
+	if err != nil { // a Replace decoder's regex timed out: tokens as they are
+		t.lastErr.CompareAndSwap(nil, &err)
+		return strings.Join(toks, "")
+	}
+	return out
+}
+
+func (t *Tokenizer) decodeGuarded(toks []string) (out string, err error) {
+	defer recoverRegexTimeout(&err)
+	return strings.Join(t.decoder.decodeChain(toks), ""), nil
 }
 
 // TokenID returns the id of a token string (an added token or a model
