@@ -1,6 +1,7 @@
 package train
 
 import (
+	"slices"
 	"bytes"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cas-engine/cas/internal/atomicfile"
+	"github.com/cas-engine/cas/internal/relpath"
 
 	"gopkg.in/yaml.v3"
 
@@ -76,6 +78,9 @@ type DataConfig struct {
 type RetrieverConfig struct {
 	Index  string `yaml:"index"`
 	Server string `yaml:"server"`
+	// Corpus overrides the corpus the index folder records (a moved
+	// corpus; the flag --corpus of the commands that open a folder).
+	Corpus string `yaml:"corpus,omitempty"`
 }
 
 // APSConfig sets the passage truncation of every search.
@@ -418,28 +423,58 @@ func applySet(root *yaml.Node, set string) error {
 	return nil
 }
 
-// ResolvePaths makes every relative path absolute against dir.
-func (c *Config) ResolvePaths(dir string) {
-	abs := func(p *string) {
-		if *p != "" && !filepath.IsAbs(*p) && !strings.Contains(*p, "://") {
-			*p = filepath.Join(dir, *p)
-		}
-		if *p != "" && !strings.Contains(*p, "://") {
-			if a, err := filepath.Abs(*p); err == nil {
-				*p = a
-			}
-		}
-	}
-	for _, p := range []*string{&c.Model.Path, &c.Model.Tokenizer, &c.Model.Reference, &c.Retriever.Index,
-		&c.APS.QHatFile, &c.ACI.Bootstrap} {
-		abs(p)
-	}
+// filePaths lists every field of the config that names a file or folder.
+func (c *Config) filePaths() []*string {
+	ps := []*string{&c.Model.Path, &c.Model.Tokenizer, &c.Model.Reference, &c.Retriever.Index, &c.Retriever.Corpus,
+		&c.APS.QHatFile, &c.ACI.Bootstrap}
 	for i := range c.Data.Train {
-		abs(&c.Data.Train[i])
+		ps = append(ps, &c.Data.Train[i])
 	}
 	for i := range c.ACI.CalibData {
-		abs(&c.ACI.CalibData[i])
+		ps = append(ps, &c.ACI.CalibData[i])
 	}
+	return ps
+}
+
+// ResolvePaths makes every relative path absolute against dir (the folder
+// of the file the config was read from; see internal/relpath).
+func (c *Config) ResolvePaths(dir string) {
+	for _, p := range c.filePaths() {
+		*p = relpath.Resolve(dir, *p)
+		if a, err := relpath.Abs(*p); err == nil {
+			*p = a
+		}
+	}
+}
+
+// AbsPaths makes every relative path absolute against the working
+// directory (a config built in code, e.g. by the demo).
+func (c *Config) AbsPaths() error {
+	for _, p := range c.filePaths() {
+		a, err := relpath.Abs(*p)
+		if err != nil {
+			return err
+		}
+		*p = a
+	}
+	return nil
+}
+
+// storedPaths returns a copy of c whose paths are written the way the one
+// path rule says (internal/relpath): relative to dir when under root (""
+// means dir), else absolute.
+func (c *Config) storedPaths(dir, root string) (*Config, error) {
+	s := *c
+	s.Data.Train = slices.Clone(c.Data.Train)
+	s.ACI.CalibData = slices.Clone(c.ACI.CalibData)
+	for _, p := range s.filePaths() {
+		v, err := relpath.Store(dir, root, *p)
+		if err != nil {
+			return nil, err
+		}
+		*p = v
+	}
+	return &s, nil
 }
 
 // Validate reports every unusable setting at once.
@@ -514,9 +549,16 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// Save writes the config as YAML (atomically).
-func (c *Config) Save(path string) error {
-	b, err := yaml.Marshal(c)
+// Save writes the config as YAML (atomically), its paths relative to the
+// file's folder when they lie under root ("" means that folder), else
+// absolute, so that LoadConfig reads them back whatever the working
+// directory and a moved or copied run folder keeps working.
+func (c *Config) Save(path, root string) error {
+	s, err := c.storedPaths(filepath.Dir(path), root)
+	if err != nil {
+		return err
+	}
+	b, err := yaml.Marshal(s)
 	if err != nil {
 		return err
 	}

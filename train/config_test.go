@@ -167,7 +167,7 @@ func TestConfigSaveRoundTrip(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Model.Path, cfg.Data.Train, cfg.Retriever.Index, cfg.APS.QHatFile = "/m", []string{"/d.jsonl"}, "/ix", "/q.json"
 	path := filepath.Join(t.TempDir(), "config.yaml")
-	if err := cfg.Save(path); err != nil {
+	if err := cfg.Save(path, ""); err != nil {
 		t.Fatal(err)
 	}
 	back, err := LoadConfig(path, nil)
@@ -175,7 +175,7 @@ func TestConfigSaveRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	b1, _ := os.ReadFile(path)
-	if err := back.Save(path); err != nil {
+	if err := back.Save(path, ""); err != nil {
 		t.Fatal(err)
 	}
 	b2, _ := os.ReadFile(path)

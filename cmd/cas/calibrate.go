@@ -131,6 +131,7 @@ scores; BM25 scores are ~100x larger, so try --temperature 1 with BM25.`,
 	f.IntVar(&cfg.FixedK, "fixed-k", cfg.FixedK, "the fixed top-k baseline")
 	f.BoolVar(&noProgress, "no-progress", false, "hide the progress bar")
 	dense.register(cmd)
+	dense.registerCorpus(cmd)
 	_ = cmd.MarkFlagRequired("qa")
 	return cmd
 }

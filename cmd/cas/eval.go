@@ -158,6 +158,7 @@ prints the Markdown tables.`,
 	f.StringVar(&dense.tokenizer, "encoder-tokenizer", "", "tokenizer.json of the encoder (default: <encoder>/tokenizer.json)")
 	f.IntVar(&dense.batch, "encoder-batch", 32, "encoder batch size")
 	f.IntVar(&dense.maxLen, "encoder-max-len", 256, "encoder maximum sequence length")
+	dense.registerCorpus(cmd)
 	for _, name := range []string{"model", "qa", "out"} {
 		_ = cmd.MarkFlagRequired(name)
 	}

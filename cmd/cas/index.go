@@ -55,13 +55,24 @@ quantizer by k-means on at most 256·NLIST random vectors (spherical for
 inner product). --f16 halves the memory, --sq8 quarters it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			in := newInterruptible(cmd.Context())
+			defer in.stop()
+			cmd.SetContext(in.ctx)
+			var err error
 			switch {
 			case cf.corpus != "":
-				return runIndexBuildCorpus(cmd, &f, &cf)
+				err = runIndexBuildCorpus(cmd, &f, &cf)
 			case f.vectors != "":
-				return runIndexBuildVectors(cmd, &f)
+				err = runIndexBuildVectors(cmd, &f)
+			default:
+				return errors.New("index build: give --vectors F.f32 or --corpus F.jsonl")
 			}
-			return errors.New("index build: give --vectors F.f32 or --corpus F.jsonl")
+			if err != nil {
+				// Dense builds keep every finished embedding chunk; rerunning
+				// the same command continues from there.
+				return in.interrupted(err, "the index build", sameCommand())
+			}
+			return nil
 		},
 	}
 	fl := cmd.Flags()

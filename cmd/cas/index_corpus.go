@@ -19,6 +19,12 @@ import (
 type denseFlags struct {
 	encoder, tokenizer string
 	batch, maxLen      int
+	corpus             string // overrides the folder's recorded corpus
+}
+
+// registerCorpus adds --corpus to a command that opens an index folder.
+func (d *denseFlags) registerCorpus(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&d.corpus, "corpus", "", "corpus JSONL file to use instead of the one the index folder records (a moved corpus)")
 }
 
 func (d *denseFlags) register(cmd *cobra.Command) {
@@ -78,15 +84,19 @@ func openRetrieverFolder(dir string, d denseFlags) (search.ClosableRetriever, se
 		return nil, s, nil, err
 	}
 	var (
-		opt     search.OpenOptions
+		opt     = search.OpenOptions{Corpus: d.corpus}
 		release = func() {}
 	)
 	if s.Kind == search.KindDense {
+		paths, err := s.Paths(dir, d.corpus)
+		if err != nil {
+			return nil, s, nil, err
+		}
 		if d.encoder == "" {
-			d.encoder = s.Dense.Encoder
+			d.encoder = paths.Encoder
 		}
 		if d.tokenizer == "" {
-			d.tokenizer = s.Dense.Tokenizer
+			d.tokenizer = paths.Tokenizer
 		}
 		if s.Dense.MaxLength > 0 && d.maxLen == 256 {
 			d.maxLen = s.Dense.MaxLength
@@ -204,6 +214,7 @@ type corpusSearchFlags struct {
 func (c *corpusSearchFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&c.queries, "query", nil, "query text (repeatable) against an index folder built with --corpus")
 	c.dense.register(cmd)
+	c.dense.registerCorpus(cmd)
 }
 
 // textSearchResult is one output line of `cas index search --query`.

@@ -56,6 +56,6 @@ const version = "0.1.0-dev"
 func main() {
 	if err := newRootCmd().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "cas:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }

@@ -91,6 +91,7 @@ exit 0. A dense folder needs --encoder (and --tokenizer).`,
 	f.DurationVar(&grace, "grace", 30*time.Second, "how long shutdown waits for in-flight requests")
 	f.BoolVar(&quiet, "quiet", false, "do not log internal errors")
 	dense.register(cmd)
+	dense.registerCorpus(cmd)
 	_ = cmd.MarkFlagRequired("index")
 	return cmd
 }

@@ -1,17 +1,14 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -57,6 +54,8 @@ the run and keeps the last good checkpoint.`,
 			if cfgPath != "" && out == "" {
 				return errors.New("--config needs --out RUN_DIR")
 			}
+			in := newInterruptible(cmd.Context())
+			defer in.stop()
 			var cfg *train.Config
 			var err error
 			if cfgPath != "" {
@@ -91,12 +90,10 @@ the run and keeps the last good checkpoint.`,
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			err = tr.Run(ctx)
-			if errors.Is(err, context.Canceled) {
-				fmt.Fprintf(cmd.ErrOrStderr(), "\ninterrupted after step %d of %d; continue with: cas train --resume %s\n", tr.Step(), tr.Total(), tr.Dir())
-				return nil
+			err = tr.Run(in.ctx)
+			if err != nil && in.ctx.Err() != nil {
+				return in.interrupted(err, fmt.Sprintf("training stopped after step %d of %d:", tr.Step(), tr.Total()),
+					shellJoin([]string{os.Args[0], "train", "--resume", tr.Dir()}))
 			}
 			if err != nil {
 				return err
@@ -124,9 +121,9 @@ func openTrainRetriever(rc train.RetrieverConfig) (search.Retriever, func(), err
 	if rc.Server != "" {
 		return search.NewClient(rc.Server), func() {}, nil
 	}
-	r, _, closeAll, err := openRetrieverFolder(rc.Index, denseFlags{batch: 32, maxLen: 256})
+	r, _, closeAll, err := openRetrieverFolder(rc.Index, denseFlags{batch: 32, maxLen: 256, corpus: rc.Corpus})
 	if err != nil {
-		return nil, nil, fmt.Errorf("retriever.index %s: %w", rc.Index, err)
+		return nil, nil, fmt.Errorf("retriever.index %s: %w (a config names the corpus with retriever.corpus, e.g. --set retriever.corpus=PATH)", rc.Index, err)
 	}
 	return r, closeAll, nil
 }
