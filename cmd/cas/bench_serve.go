@@ -120,6 +120,5 @@ wiki-18 passages) is built in a temporary directory first.`,
 	f.BoolVar(&ramp, "ramp", false, "then find the highest rate held (×1.5 steps of 5 s)")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	dense.register(cmd)
-	dense.registerCorpus(cmd)
 	return cmd
 }

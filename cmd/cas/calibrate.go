@@ -180,7 +180,10 @@ func writeRetrievalOutput(path string, data []byte) error {
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	_, werr := tmp.Write(data)
+	werr := tmp.Chmod(0o644)
+	if werr == nil {
+		_, werr = tmp.Write(data)
+	}
 	if cerr := tmp.Close(); werr == nil {
 		werr = cerr
 	}
