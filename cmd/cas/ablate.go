@@ -47,7 +47,7 @@ resumable run. Takes about seven GRPO runs per seed (--quick: minutes).`,
 			applyMemoryLimit(memLimit)
 			in := newInterruptible(cmd.Context())
 			defer in.stop()
-			ab, err := demo.Ablate(in.ctx, cfg, list, out, demo.Options{Progress: os.Stderr, Log: cmd.ErrOrStderr()})
+			ab, err := demo.Ablate(in.ctx, cfg, list, out, demo.Options{Progress: progressOut(os.Stderr), Log: cmd.ErrOrStderr()})
 			if err != nil {
 				return in.interrupted(err, "the ablation", sameCommand())
 			}

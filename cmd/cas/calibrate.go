@@ -91,7 +91,7 @@ scores; BM25 scores are ~100x larger, so try --temperature 1 with BM25.`,
 			}
 			var progress io.Writer
 			if !noProgress {
-				progress = cmd.ErrOrStderr()
+				progress = progressOut(cmd.ErrOrStderr())
 			}
 			rep, err := calibrate.Run(cmd.Context(), r, qa, calibrate.ContainsJudge{}, cfg, progress)
 			if err != nil {

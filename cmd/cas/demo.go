@@ -51,7 +51,7 @@ seconds).`,
 			applyMemoryLimit(memLimit)
 			in := newInterruptible(cmd.Context())
 			defer in.stop()
-			res, err := demo.Run(in.ctx, cfg, out, demo.Options{Progress: os.Stderr, Log: cmd.ErrOrStderr()})
+			res, err := demo.Run(in.ctx, cfg, out, demo.Options{Progress: progressOut(os.Stderr), Log: cmd.ErrOrStderr()})
 			if err != nil {
 				return in.interrupted(err, "the demo", sameCommand())
 			}

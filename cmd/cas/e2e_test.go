@@ -8,8 +8,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cas-engine/cas/demo"
 	"github.com/cas-engine/cas/internal/sharedtest"
 	"github.com/cas-engine/cas/train"
 	"github.com/cas-engine/cas/train/traintest"
@@ -274,4 +277,141 @@ func checkShareable(t *testing.T, root string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestQuickDemoBinary is the README's `cas demo --quick` as a new user runs
+// it: from a fresh working directory with the default relative output
+// folder, interrupted by Ctrl-C (SIGINT) right after the first GRPO
+// checkpoint (exit 130, the command to continue), run again to the end
+// (exit 0), then checked: report.md, result.json and the plots exist and
+// the numbers meet the issue's claims (EM with search above EM without, EM
+// after GRPO no worse than after the warm start beyond noise, APS test
+// coverage at its bound). A copy of the finished folder elsewhere resumes
+// every stage; another seed in the same folder is refused.
+func TestQuickDemoBinary(t *testing.T) {
+	wd := t.TempDir()
+	out := filepath.Join(wd, "runs", "demo-quick")
+	const limit = 10 * time.Minute
+	stderr := interruptAt(t, wd, "checkpoint runs/demo-quick/grpo/"+demo.VariantCAS, syscall.SIGINT, limit, "demo", "--quick")
+	if !strings.Contains(stderr, "demo --quick") {
+		t.Errorf("the resume hint is not the same command:\n%s", stderr)
+	}
+	if _, err := train.LatestCheckpoint(filepath.Join(out, "grpo", demo.VariantCAS)); err != nil {
+		t.Fatalf("no GRPO checkpoint after the interruption: %v", err)
+	}
+	code, stdout, stderr := runCasBin(t, wd, limit, "demo", "--quick")
+	if code != 0 {
+		t.Fatalf("resumed demo: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "resumed cas at step 1") {
+		t.Errorf("the GRPO run did not resume from its checkpoint:\n%s", stderr)
+	}
+	if strings.Contains(stderr, "\r") {
+		t.Errorf("stderr is not a terminal but holds carriage-return progress frames")
+	}
+	t.Logf("resumed run:\n%s", stdout)
+
+	var res demo.Result
+	raw, err := os.ReadFile(filepath.Join(out, demo.ResultFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &res); err != nil {
+		t.Fatalf("result.json: %v", err)
+	}
+	cfg := demo.QuickConfig(1)
+	for _, st := range res.Timings[:4] { // world, index, aps, warm
+		if !st.Resumed {
+			t.Errorf("stage %s ran again after the interruption", st.Stage)
+		}
+	}
+	nr, ok1 := res.Eval(demo.EvalNoRetrieval)
+	ws, ok2 := res.Eval(demo.EvalWarmStart)
+	cas, ok3 := res.Eval(demo.VariantCAS)
+	if !ok1 || !ok2 || !ok3 {
+		t.Fatalf("missing evaluations: %+v", res.Evals)
+	}
+	for _, e := range res.Evals {
+		t.Logf("%-13s EM %.3f (1-hop %.3f, 2-hop %.3f) searches %.2f docs %.2f valid %.2f", e.Name, e.EM, e.EMSingle, e.EMTwoHop,
+			e.SearchCalls, e.DocsPerSearch, e.FormatValid)
+		if e.Questions != cfg.World.Test {
+			t.Errorf("%s: %d questions evaluated, want %d", e.Name, e.Questions, cfg.World.Test)
+		}
+	}
+	if !(ws.EM > nr.EM) {
+		t.Errorf("EM with search %.3f is not above EM without search %.3f", ws.EM, nr.EM)
+	}
+	noise := 2 * math.Sqrt(max(ws.EM*(1-ws.EM), 1/float64(ws.Questions))/float64(ws.Questions))
+	if cas.EM < ws.EM-noise {
+		t.Errorf("EM after GRPO %.3f below EM after the warm start %.3f − noise %.3f", cas.EM, ws.EM, noise)
+	}
+	aps := res.APS["0.2"]
+	if aps.Test < 50 || aps.TestCoverage < aps.CoverageBound || aps.CoverageBound < 0.7 {
+		t.Errorf("APS test coverage %.3f over %d queries, bound %.3f", aps.TestCoverage, aps.Test, aps.CoverageBound)
+	}
+	if ws.DocsPerSearch < 1 || ws.DocsPerSearch > 5 {
+		t.Errorf("warm start keeps %.2f docs per search, outside APS's clamp [1, 5]", ws.DocsPerSearch)
+	}
+	for _, v := range cfg.Variants {
+		ms, err := train.ReadMetrics(filepath.Join(out, "grpo", v.Name, train.MetricsFile))
+		if err != nil || len(ms) != cfg.GRPO.Steps {
+			t.Errorf("variant %s: %d metric lines, want %d (%v)", v.Name, len(ms), cfg.GRPO.Steps, err)
+		}
+	}
+	if w := res.Warm; w == nil || w.Steps != cfg.Warm.Steps || len(w.Losses) < 6 ||
+		!(mean(w.Losses[len(w.Losses)-5:]) < w.Losses[0]/2) {
+		t.Errorf("warm start did not halve its loss: %+v", w)
+	}
+	report, err := os.ReadFile(filepath.Join(out, demo.ReportFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| CAS: GRPO + APS + ACI |", "| No retrieval (direct answer) |", "## APS on retrieval", "figure2.png"} {
+		if !bytes.Contains(report, []byte(want)) {
+			t.Errorf("report.md lacks %q", want)
+		}
+	}
+	for _, f := range []string{train.Figure2PNG, train.RewardPNG, demo.APSHistogramPNG, demo.WarmLossPNG, demo.EvalPNG} {
+		b, err := os.ReadFile(filepath.Join(out, demo.PlotsDir, f))
+		if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+			t.Errorf("plot %s: not a PNG (%v)", f, err)
+		}
+	}
+	checkShareable(t, out)
+
+	// The finished folder, copied elsewhere, resumes every stage there and
+	// reports the same numbers.
+	elsewhere := filepath.Join(wd, "copy")
+	if o, err := exec.Command("cp", "-a", filepath.Join(wd, "runs"), elsewhere).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, o)
+	}
+	code, stdout, stderr = runCasBin(t, elsewhere, limit, "demo", "--quick")
+	if code != 0 {
+		t.Fatalf("finished demo copied elsewhere: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var again demo.Result
+	if raw, err := os.ReadFile(filepath.Join(elsewhere, "demo-quick", demo.ResultFile)); err != nil || json.Unmarshal(raw, &again) != nil {
+		t.Fatalf("copied result.json: %v", err)
+	}
+	for _, st := range again.Timings {
+		if !st.Resumed {
+			t.Errorf("stage %s ran again on a finished run", st.Stage)
+		}
+	}
+	if a, _ := again.Eval(demo.VariantCAS); a.EM != cas.EM {
+		t.Errorf("rerun changed CAS EM %.3f → %.3f", cas.EM, a.EM)
+	}
+	// Another config in the same folder is refused, with a non-zero exit.
+	code, _, stderr = runCasBin(t, wd, limit, "demo", "--quick", "--seed", "2")
+	if code != 1 || !strings.Contains(stderr, "different run") {
+		t.Errorf("a different config in the same folder: exit %d\n%s", code, stderr)
+	}
+}
+
+func mean(xs []float64) float64 {
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
 }

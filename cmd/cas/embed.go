@@ -62,7 +62,7 @@ L2-normalises, and writes little-endian float32 vectors, row-major
 			}
 			defer f.Close()
 			bar := progressbar.NewOptions(total,
-				progressbar.OptionSetWriter(cmd.ErrOrStderr()),
+				progressbar.OptionSetWriter(progressOut(cmd.ErrOrStderr())),
 				progressbar.OptionSetDescription("embed"),
 				progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("texts"),
 				progressbar.OptionClearOnFinish())

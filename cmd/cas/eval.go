@@ -112,7 +112,7 @@ prints the Markdown tables.`,
 			defer be.Finalize()
 			var progress io.Writer
 			if !noProgress {
-				progress = cmd.ErrOrStderr()
+				progress = progressOut(cmd.ErrOrStderr())
 			}
 			m, err := qwen.Load(modelDir, be, qwen.LoadOptions{Progress: progress})
 			if err != nil {

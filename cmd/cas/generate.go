@@ -60,7 +60,7 @@ A summary (tokens, speed, finish reason) goes to stderr.`,
 				return err
 			}
 			defer be.Finalize()
-			m, err := qwen.Load(modelDir, be, qwen.LoadOptions{Progress: cmd.ErrOrStderr()})
+			m, err := qwen.Load(modelDir, be, qwen.LoadOptions{Progress: progressOut(cmd.ErrOrStderr())})
 			if err != nil {
 				return err
 			}

@@ -137,7 +137,7 @@ func runIndexBuildVectors(cmd *cobra.Command, f *indexBuildFlags) error {
 	if err != nil {
 		return err
 	}
-	opt.Progress = cmd.ErrOrStderr()
+	opt.Progress = progressOut(cmd.ErrOrStderr())
 	v, err := search.OpenVectorFile(f.vectors, f.dim)
 	if err != nil {
 		return err

@@ -157,7 +157,7 @@ func runIndexBuildCorpus(cmd *cobra.Command, f *indexBuildFlags, c *corpusBuildF
 		s, err = search.BuildBM25Folder(cmd.Context(), c.corpus, f.out, search.BM25BuildOptions{
 			Analyzer: search.DefaultAnalyzerSettings(),
 			Params:   search.BM25Params{K1: c.k1, B: c.b},
-			Progress: cmd.ErrOrStderr(),
+			Progress: progressOut(cmd.ErrOrStderr()),
 		})
 	} else {
 		if f.f16 && f.sq8 {
@@ -176,7 +176,7 @@ func runIndexBuildCorpus(cmd *cobra.Command, f *indexBuildFlags, c *corpusBuildF
 			Embed: search.EmbedOptions{Chunk: c.chunk, Batch: 8 * c.dense.batch},
 			NList: f.ivf, NProbe: f.nprobe, TrainSize: f.trainSize,
 			KMeans:   search.KMeansOptions{Iterations: f.iterations, Seed: f.seed, Threads: f.threads},
-			Progress: cmd.ErrOrStderr(),
+			Progress: progressOut(cmd.ErrOrStderr()),
 		}
 		switch {
 		case f.f16:

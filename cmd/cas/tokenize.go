@@ -73,7 +73,7 @@ Errors name the input and line (invalid UTF-8, bad JSON).`,
 					return err
 				}
 				bar := progressbar.NewOptions64(st.Size(),
-					progressbar.OptionSetWriter(cmd.ErrOrStderr()),
+					progressbar.OptionSetWriter(progressOut(cmd.ErrOrStderr())),
 					progressbar.OptionSetDescription("tokenize"),
 					progressbar.OptionShowBytes(true), progressbar.OptionThrottle(100*time.Millisecond),
 					progressbar.OptionClearOnFinish())

@@ -79,7 +79,7 @@ the run and keeps the last good checkpoint.`,
 			defer be.Finalize()
 			opts := train.RunOptions{Backend: be, Retriever: retriever, Log: cmd.ErrOrStderr()}
 			if !quiet {
-				opts.Progress = cmd.ErrOrStderr()
+				opts.Progress = progressOut(cmd.ErrOrStderr())
 			}
 			var tr *train.Trainer
 			if cfgPath != "" {
@@ -157,7 +157,7 @@ that policy is its score (Eq. 6). The scores are written as one JSONL line
 			if err != nil {
 				return err
 			}
-			m, err := qwen.Load(cfg.Model.Path, be, qwen.LoadOptions{Progress: cmd.ErrOrStderr()})
+			m, err := qwen.Load(cfg.Model.Path, be, qwen.LoadOptions{Progress: progressOut(cmd.ErrOrStderr())})
 			if err != nil {
 				return err
 			}
@@ -318,7 +318,7 @@ trajectories). The result is a Hugging Face folder (--out) for model.path.`,
 				return err
 			}
 			defer be.Finalize()
-			m, err := qwen.Load(modelDir, be, qwen.LoadOptions{Progress: cmd.ErrOrStderr()})
+			m, err := qwen.Load(modelDir, be, qwen.LoadOptions{Progress: progressOut(cmd.ErrOrStderr())})
 			if err != nil {
 				return err
 			}
@@ -330,7 +330,7 @@ trajectories). The result is a Hugging Face folder (--out) for model.path.`,
 			if err != nil {
 				return err
 			}
-			cfg.Progress = cmd.ErrOrStderr()
+			cfg.Progress = progressOut(cmd.ErrOrStderr())
 			cfg.Optim.TotalSteps = cfg.Steps
 			res, err := train.WarmStart(m, examples, cfg)
 			if err != nil {
