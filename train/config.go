@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -76,8 +78,11 @@ type DataConfig struct {
 // RetrieverConfig says where passages come from: an index folder (`cas
 // index build`) or a running Search-R1-compatible server — exactly one.
 type RetrieverConfig struct {
-	Index  string `yaml:"index"`
-	Server string `yaml:"server"`
+	Index string `yaml:"index"`
+	// Server is the URL of a Search-R1-compatible retrieval server (the
+	// flag --retriever); "server:" is its old, still accepted key.
+	Server       string `yaml:"url,omitempty"`
+	LegacyServer string `yaml:"server,omitempty"`
 	// Corpus overrides the corpus the index folder records (a moved
 	// corpus; the flag --corpus of the commands that open a folder).
 	Corpus string `yaml:"corpus,omitempty"`
@@ -255,8 +260,12 @@ func optimDefaults() OptimSection {
 // first and overlaid key by key, so an ablation states only what it
 // changes.
 func LoadConfig(path string, sets []string) (*Config, error) {
-	root, err := loadConfigNode(path, 0)
+	origin := map[*yaml.Node]string{}
+	root, err := loadConfigNode(path, 0, origin)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkKeys(root, reflect.TypeOf(Config{}), "", origin); err != nil {
 		return nil, err
 	}
 	cfg, err := decodeConfig(root, sets)
@@ -275,6 +284,9 @@ func LoadConfig(path string, sets []string) (*Config, error) {
 func ParseConfig(raw []byte, sets []string) (*Config, error) {
 	root, err := parseConfigNode(raw)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkKeys(root, reflect.TypeOf(Config{}), "", nil); err != nil {
 		return nil, err
 	}
 	return decodeConfig(root, sets)
@@ -297,7 +309,7 @@ func parseConfigNode(raw []byte) (*yaml.Node, error) {
 
 // loadConfigNode reads a config file's mapping with its base files merged
 // under it.
-func loadConfigNode(path string, depth int) (*yaml.Node, error) {
+func loadConfigNode(path string, depth int, origin map[*yaml.Node]string) (*yaml.Node, error) {
 	if depth > 8 {
 		return nil, fmt.Errorf("load %s: base files nested more than 8 deep (a cycle?)", path)
 	}
@@ -309,6 +321,7 @@ func loadConfigNode(path string, depth int) (*yaml.Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", path, err)
 	}
+	markOrigin(node, path, origin)
 	for i := 0; i+1 < len(node.Content); i += 2 {
 		if node.Content[i].Value != "base" {
 			continue
@@ -318,7 +331,7 @@ func loadConfigNode(path string, depth int) (*yaml.Node, error) {
 		if !filepath.IsAbs(base) {
 			base = filepath.Join(filepath.Dir(path), base)
 		}
-		parent, err := loadConfigNode(base, depth+1)
+		parent, err := loadConfigNode(base, depth+1, origin)
 		if err != nil {
 			return nil, fmt.Errorf("load %s: base: %w", path, err)
 		}
@@ -370,7 +383,99 @@ func decodeConfig(root *yaml.Node, sets []string) (*Config, error) {
 	if err := dec.Decode(&cfg); err != nil && err != io.EOF {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	if cfg.Retriever.LegacyServer != "" {
+		if cfg.Retriever.Server == "" {
+			cfg.Retriever.Server = cfg.Retriever.LegacyServer
+		}
+		cfg.Retriever.LegacyServer = ""
+	}
 	return &cfg, nil
+}
+
+// markOrigin records the file every node of a parsed file came from, so
+// that an unknown key is reported with its own file and line even after
+// base files are merged.
+func markOrigin(n *yaml.Node, path string, origin map[*yaml.Node]string) {
+	if origin == nil {
+		return
+	}
+	origin[n] = path
+	for _, c := range n.Content {
+		markOrigin(c, path, origin)
+	}
+}
+
+// yamlFields maps the YAML keys of a struct type to their field types.
+func yamlFields(t reflect.Type) map[string]reflect.Type {
+	fs := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		fs[name] = f.Type
+	}
+	return fs
+}
+
+// keyError names an unknown config key, the keys known there, and where the
+// key came from (the file and line, or the --set flag).
+func keyError(key, where string, t reflect.Type) error {
+	known := slices.Sorted(maps.Keys(yamlFields(t)))
+	return fmt.Errorf("%s: unknown config key %s (known here: %s)", where, key, strings.Join(known, ", "))
+}
+
+// checkKeys reports the first key of a mapping node that the struct type t
+// does not have, recursing into nested sections.
+func checkKeys(n *yaml.Node, t reflect.Type, prefix string, origin map[*yaml.Node]string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if n.Kind != yaml.MappingNode || t.Kind() != reflect.Struct {
+		return nil
+	}
+	fs := yamlFields(t)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		key := prefix + k.Value
+		ft, ok := fs[k.Value]
+		if !ok && !(prefix == "" && k.Value == "base") {
+			where := fmt.Sprintf("line %d", k.Line)
+			if f, ok := origin[k]; ok {
+				where = fmt.Sprintf("%s:%d", f, k.Line)
+			}
+			return keyError(key, where, t)
+		}
+		if ok {
+			if err := checkKeys(n.Content[i+1], ft, key+".", origin); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkSetKey checks a --set key's dotted path against the Config type.
+func checkSetKey(set string, parts []string) error {
+	t := reflect.TypeOf(Config{})
+	for i, p := range parts {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct {
+			return fmt.Errorf("--set %s: %s is not a section", set, strings.Join(parts[:i], "."))
+		}
+		ft, ok := yamlFields(t)[p]
+		if !ok {
+			return keyError(strings.Join(parts[:i+1], "."), "--set "+set, t)
+		}
+		t = ft
+	}
+	return nil
 }
 
 // applySet sets a dotted key of a YAML mapping to a YAML value, creating
@@ -390,6 +495,9 @@ func applySet(root *yaml.Node, set string) error {
 		v = value.Content[0]
 	}
 	parts := strings.Split(key, ".")
+	if err := checkSetKey(set, parts); err != nil {
+		return err
+	}
 	node := root
 	for i, p := range parts {
 		if p == "" {
@@ -497,7 +605,7 @@ func (c *Config) Validate() error {
 		bad("data.limit %d < 0", c.Data.Limit)
 	}
 	if (c.Retriever.Index == "") == (c.Retriever.Server == "") {
-		bad("give exactly one of retriever.index and retriever.server")
+		bad("give exactly one of retriever.index and retriever.url")
 	}
 	if c.APS.Enabled && c.APS.QHatFile == "" {
 		bad("aps.enabled needs aps.qhat_file (cas calibrate aps --out FILE)")

@@ -114,9 +114,9 @@ scores; BM25 scores are ~100x larger, so try --temperature 1 with BM25.`,
 	f := cmd.Flags()
 	f.StringVar(&qaPath, "qa", "", "QA JSONL file ({\"id\",\"question\",\"golden_answers\"} per line)")
 	f.StringVar(&dir, "index", "", "index folder to retrieve from")
-	f.StringVar(&server, "server", "", "retrieve from this Search-R1-compatible server instead (e.g. http://127.0.0.1:8000)")
+	f.StringVar(&server, "retriever", "", "retrieve from this Search-R1-compatible server instead (e.g. http://127.0.0.1:8000)")
 	f.StringVar(&out, "out", "", "write the JSON report here (atomically; default stdout)")
-	f.IntVar(&cfg.TopK, "topk", cfg.TopK, "candidates retrieved per question")
+	f.IntVar(&cfg.TopK, "candidates", cfg.TopK, "candidates retrieved per question")
 	f.Float64Var(&cfg.Alpha, "alpha", cfg.Alpha, "miscoverage level α in (0, 1)")
 	f.IntVar(&cfg.N, "n", cfg.N, "calibration questions")
 	f.IntVar(&cfg.Test, "test", 0, "held-out questions (0: all the others)")
@@ -132,6 +132,8 @@ scores; BM25 scores are ~100x larger, so try --temperature 1 with BM25.`,
 	f.BoolVar(&noProgress, "no-progress", false, "hide the progress bar")
 	dense.register(cmd)
 	dense.registerCorpus(cmd)
+	aliasFlag(cmd, "server", "retriever")
+	aliasFlag(cmd, "topk", "candidates")
 	_ = cmd.MarkFlagRequired("qa")
 	return cmd
 }

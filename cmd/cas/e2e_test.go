@@ -233,11 +233,11 @@ checkpoint: {every: 1, keep: 2}
 	if err := os.Rename(filepath.Join(wd, "run"), filepath.Join(wd, "moved")); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := runCasBin(t, wd, limit, "train", "--resume", "moved", "--quiet")
+	code, stdout, stderr := runCasBin(t, wd, limit, "train", "--resume", "moved", "--no-progress")
 	if code != 0 || !strings.Contains(stdout, "trained 4 of 4 steps") {
 		t.Fatalf("resume: exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	code, stdout, stderr = runCasBin(t, wd, limit, "train", "--config", "run.yaml", "--out", "straight", "--quiet")
+	code, stdout, stderr = runCasBin(t, wd, limit, "train", "--config", "run.yaml", "--out", "straight", "--no-progress")
 	if code != 0 {
 		t.Fatalf("uninterrupted run: exit %d\n%s\n%s", code, stdout, stderr)
 	}

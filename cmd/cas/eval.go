@@ -154,10 +154,7 @@ prints the Markdown tables.`,
 	f.IntVar(&cfg.MaxPromptTokens, "max-prompt-tokens", cfg.MaxPromptTokens, "longest prompt accepted")
 	f.IntVar(&cfg.MaxResponseTokens, "max-response-tokens", cfg.MaxResponseTokens, "generated plus appended tokens per question")
 	f.BoolVar(&noProgress, "no-progress", false, "hide the progress bars")
-	f.StringVar(&dense.encoder, "encoder", "", "E5/BERT encoder directory for a dense --index (default: the one in its settings.json)")
-	f.StringVar(&dense.tokenizer, "encoder-tokenizer", "", "tokenizer.json of the encoder (default: <encoder>/tokenizer.json)")
-	f.IntVar(&dense.batch, "encoder-batch", 32, "encoder batch size")
-	f.IntVar(&dense.maxLen, "encoder-max-len", 256, "encoder maximum sequence length")
+	dense.register(cmd)
 	dense.registerCorpus(cmd)
 	for _, name := range []string{"model", "qa", "out"} {
 		_ = cmd.MarkFlagRequired(name)

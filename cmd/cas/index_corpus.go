@@ -30,9 +30,13 @@ func (d *denseFlags) registerCorpus(cmd *cobra.Command) {
 func (d *denseFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&d.encoder, "encoder", "", "E5/BERT encoder directory (dense folders; default: the one recorded in settings.json)")
-	f.StringVar(&d.tokenizer, "tokenizer", "", "tokenizer.json of the encoder (default: <encoder>/tokenizer.json)")
+	f.StringVar(&d.tokenizer, "encoder-tokenizer", "", "tokenizer.json of the encoder (default: <encoder>/tokenizer.json)")
 	f.IntVar(&d.batch, "encoder-batch", 32, "encoder batch size")
-	f.IntVar(&d.maxLen, "max-len", 256, "encoder maximum sequence length")
+	f.IntVar(&d.maxLen, "encoder-max-len", 256, "encoder maximum sequence length")
+	aliasFlag(cmd, "max-len", "encoder-max-len")
+	if f.Lookup("tokenizer") == nil {
+		aliasFlag(cmd, "tokenizer", "encoder-tokenizer")
+	}
 }
 
 // e5Encoder adapts bert.Encoder to search.Encoder (texts arrive with their
@@ -238,6 +242,13 @@ func runIndexSearchQuery(cmd *cobra.Command, f *indexSearchFlags, c *corpusSearc
 	}
 	if f.k <= 0 {
 		return fmt.Errorf("index search: -k %d must be positive", f.k)
+	}
+	if !isIndexFolder(f.index) {
+		return fmt.Errorf("index search --query: %s is a bare vector index, not an index folder: it has no corpus to return "+
+			"passages from and no encoder to embed the query. Build a folder with `cas index build --corpus CORPUS.jsonl "+
+			"--encoder E5_DIR --out DIR` (or --bm25), or search this index with query vectors: "+
+			"`cas embed --encoder E5_DIR --in queries.jsonl --out q.f32 --prefix query` then `cas index search --index %s --vectors q.f32`",
+			f.index, f.index)
 	}
 	r, _, closeAll, err := openRetrieverFolder(f.index, c.dense)
 	if err != nil {

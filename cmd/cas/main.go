@@ -15,6 +15,7 @@ func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "cas",
 		Short:         "Conformalized Agentic Search in one Go binary",
+		Long:          "cas: Conformalized Agentic Search in one Go binary.\n\n" + flagVocabulary,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

@@ -111,7 +111,8 @@ the run and keeps the last good checkpoint.`,
 	f.StringArrayVar(&sets, "set", nil, "override a config field: key=value (dotted YAML path; repeatable)")
 	f.StringVar(&out, "out", "", "run folder to create")
 	f.StringVar(&resume, "resume", "", "run folder to continue from its latest checkpoint")
-	f.BoolVar(&quiet, "quiet", false, "no progress bars")
+	f.BoolVar(&quiet, "no-progress", false, "no progress bars")
+	aliasFlag(cmd, "quiet", "no-progress")
 	cmd.AddCommand(newTrainBootstrapCmd(), newTrainExportPromptsCmd(), newTrainWarmStartCmd())
 	return cmd
 }
@@ -353,7 +354,8 @@ trajectories). The result is a Hugging Face folder (--out) for model.path.`,
 	f.StringVar(&data, "data", "", `JSONL file of {"question", "response"}`)
 	f.StringVar(&out, "out", "", "output model folder")
 	f.StringVar(&placement, "placement", "system-user", "prompt placement: system-user or user")
-	f.StringVar(&family, "chat-family", "", "chat template family (qwen2.5 or qwen3; default: the tokenizer's)")
+	f.StringVar(&family, "chat-template", "", "chat template family (qwen2.5 or qwen3; default: the tokenizer's)")
+	aliasFlag(cmd, "chat-family", "chat-template")
 	f.IntVar(&cfg.Steps, "steps", 200, "optimiser steps")
 	f.IntVar(&cfg.BatchSize, "batch", 16, "examples per step")
 	f.IntVar(&cfg.MicroBatch, "micro-batch", 0, "examples per forward/backward (0: the batch)")
