@@ -61,7 +61,10 @@ type ModelConfig struct {
 	Reference string `yaml:"reference"`
 	// ChatFamily overrides the tokenizer's chat template family ("qwen2.5"
 	// or "qwen3"); Qwen3 always renders with thinking disabled.
-	ChatFamily string `yaml:"chat_family"`
+	// (the flag --chat-template); "chat_family" is its old, still
+	// accepted key.
+	ChatFamily       string `yaml:"chat_template"`
+	LegacyChatFamily string `yaml:"chat_family,omitempty"`
 }
 
 // DataConfig names the training prompts.
@@ -382,6 +385,12 @@ func decodeConfig(root *yaml.Node, sets []string) (*Config, error) {
 	dec.KnownFields(true)
 	if err := dec.Decode(&cfg); err != nil && err != io.EOF {
 		return nil, fmt.Errorf("config: %w", err)
+	}
+	if cfg.Model.LegacyChatFamily != "" {
+		if cfg.Model.ChatFamily == "" {
+			cfg.Model.ChatFamily = cfg.Model.LegacyChatFamily
+		}
+		cfg.Model.LegacyChatFamily = ""
 	}
 	if cfg.Retriever.LegacyServer != "" {
 		if cfg.Retriever.Server == "" {

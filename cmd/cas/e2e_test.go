@@ -162,8 +162,19 @@ func shellRun(ctx context.Context, t *testing.T, dir, script string) (string, er
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"CAS_SHARED="+sharedtest.Root())
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	// Its own process group, so that a server the script left in the
+	// background is stopped with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	err := cmd.Start()
+	if err == nil {
+		err = cmd.Wait()
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	return buf.String(), err
 }
 
 // interruptAt starts `cas args...` in dir, sends sig once a stderr line

@@ -12,7 +12,8 @@ const flagVocabulary = `Flags mean the same thing in every subcommand (YAML run 
 same names under their section):
   --model DIR            the Qwen policy folder (YAML model.path)
   --tokenizer F          the policy's tokenizer.json (YAML model.tokenizer)
-  --chat-template NAME   chat template family, qwen3 or qwen2.5 (default: the tokenizer's)
+  --chat-template NAME   chat template family, qwen3 or qwen2.5 (default: the tokenizer's;
+                         YAML model.chat_template)
   --think                Qwen3 thinking in a rendered chat (default on, as in Hugging Face's
                          template; --think=false renders Qwen3's empty think block)
   --encoder DIR          the E5/BERT encoder folder of a dense index
