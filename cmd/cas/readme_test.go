@@ -76,6 +76,8 @@ func casCommands(text string) [][]string {
 	for _, l := range strings.Split(text, "\n") {
 		l = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "$ "))
 		for _, part := range regexp.MustCompile(`\s(\||&&|;|&)\s?`).Split(" "+l+" ", -1) {
+			// Shell variables ($a, ${s}) stand for plausible values.
+			part = regexp.MustCompile(`\$\{?[A-Za-z_][A-Za-z0-9_]*\}?`).ReplaceAllString(part, "1")
 			words := shellWords(strings.TrimSpace(part))
 			if len(words) == 0 {
 				continue
