@@ -178,6 +178,9 @@ func writeCalibrationSummary(w io.Writer, r calibrate.Report) {
 
 // writeRetrievalOutput writes data to path via a temp file and a rename.
 func writeRetrievalOutput(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
