@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cas-engine/cas/internal/sharedtest"
 )
 
 // TestInterruptibleExitCodes: the first SIGINT/SIGTERM cancels the
@@ -77,5 +79,20 @@ func TestIndexInfoFolders(t *testing.T) {
 	if err != nil || json.Unmarshal([]byte(stdout), &info) != nil || !strings.Contains(info.CorpusError, corpus) ||
 		!strings.Contains(info.CorpusError, "--corpus") {
 		t.Errorf("info with the corpus gone: %v %+v", err, info)
+	}
+}
+
+// TestIndexSearchQueryOnBareIndex: --query against a bare FAISS file says
+// how to attach a corpus and an encoder, and `index info` describes it.
+func TestIndexSearchQueryOnBareIndex(t *testing.T) {
+	faiss := sharedtest.Path(t, "data", "corpus", "wiki18_sample_1k.e5_flat.index")
+	_, _, err := runCas(t, "index", "search", "--index", faiss, "--query", "who wrote hamlet")
+	if err == nil || !strings.Contains(err.Error(), "bare vector index") || !strings.Contains(err.Error(), "index build --corpus") ||
+		!strings.Contains(err.Error(), "--vectors") {
+		t.Errorf("--query on a FAISS file: %v", err)
+	}
+	stdout, _, err := runCas(t, "index", "info", "--index", faiss)
+	if err != nil || !strings.Contains(stdout, `"count": 1000`) {
+		t.Errorf("index info on a FAISS file: %v\n%s", err, stdout)
 	}
 }
