@@ -234,7 +234,7 @@ func newTrainer(cfg *Config, runDir string, opts RunOptions) (*Trainer, error) {
 	prompts, err := LoadPrompts(cfg.Data.Train...)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("data.train: %w (moved? give its path with --set data.train=PATH)", err)
+			return nil, fmt.Errorf("data.train: %w (moved? give its new path with --set data.train=PATH, absolute or relative to the folder of config.yaml)", err)
 		}
 		return nil, fmt.Errorf("data.train: %w", err)
 	}
