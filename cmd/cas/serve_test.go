@@ -148,6 +148,9 @@ func TestCalibrateAPSCmd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if st, err := os.Stat(out); err != nil || st.Mode().Perm() != 0o644 {
+		t.Errorf("%s: mode %v, want 0644 (shareable)", out, st.Mode().Perm())
+	}
 	var rep struct {
 		QHat         float64 `json:"qhat"`
 		N            int     `json:"n"`
