@@ -32,7 +32,7 @@ func newCalibrateAPSRetrievalCmd() *cobra.Command {
 		noProgress                              bool
 	)
 	cmd := &cobra.Command{
-		Use:   "aps --qa FILE (--index DIR | --server URL) [--topk 20 --alpha 0.2 --n 150 --seed 0] [--out qhat.json]",
+		Use:   "aps --qa FILE (--index DIR | --retriever URL) [--candidates 20 --alpha 0.2 --n 150 --seed 0] [--out qhat.json]",
 		Short: "Calibrate APS's threshold q̂ on real retrieval for a QA file",
 		Long: `Calibrate APS on real retrieval.
 
@@ -40,7 +40,7 @@ Draws --n questions of a FlashRAG/Search-R1 QA file ({"id", "question",
 "golden_answers"}) at random (--seed) for calibration and evaluates on the
 others (--test of them; 0: all). For every question it retrieves --topk
 candidates (from an index folder, or from a running Search-R1-compatible
-server with --server) and labels the gold passage: the first candidate whose
+server with --retriever) and labels the gold passage: the first candidate whose
 lowercased, whitespace-collapsed contents contain a gold answer (the
 official code's fallback without an LLM judge). The calibration score is
 E = c_r, the cumulative softmax(s/T) mass of the sorted candidate scores up
@@ -71,7 +71,7 @@ scores; BM25 scores are ~100x larger, so try --temperature 1 with BM25.`,
 				return err
 			}
 			if (dir == "") == (server == "") {
-				return errors.New("give exactly one of --index DIR and --server URL")
+				return errors.New("give exactly one of --index DIR and --retriever URL")
 			}
 			qa, err := calibrate.LoadQA(qaPath)
 			if err != nil {
