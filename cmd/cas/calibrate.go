@@ -38,7 +38,7 @@ func newCalibrateAPSRetrievalCmd() *cobra.Command {
 
 Draws --n questions of a FlashRAG/Search-R1 QA file ({"id", "question",
 "golden_answers"}) at random (--seed) for calibration and evaluates on the
-others (--test of them; 0: all). For every question it retrieves --topk
+others (--test of them; 0: all, which retrieves the whole file). For every question it retrieves --candidates
 candidates (from an index folder, or from a running Search-R1-compatible
 server with --retriever) and labels the gold passage: the first candidate whose
 lowercased, whitespace-collapsed contents contain a gold answer (the
