@@ -393,6 +393,9 @@ func TestQuickDemoBinary(t *testing.T) {
 	// The finished folder, copied elsewhere, resumes every stage there and
 	// reports the same numbers.
 	elsewhere := filepath.Join(wd, "copy")
+	if err := os.Mkdir(elsewhere, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if o, err := exec.Command("cp", "-a", filepath.Join(wd, "runs"), elsewhere).CombinedOutput(); err != nil {
 		t.Fatalf("cp: %v %s", err, o)
 	}
@@ -401,7 +404,7 @@ func TestQuickDemoBinary(t *testing.T) {
 		t.Fatalf("finished demo copied elsewhere: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	var again demo.Result
-	if raw, err := os.ReadFile(filepath.Join(elsewhere, "demo-quick", demo.ResultFile)); err != nil || json.Unmarshal(raw, &again) != nil {
+	if raw, err := os.ReadFile(filepath.Join(elsewhere, "runs", "demo-quick", demo.ResultFile)); err != nil || json.Unmarshal(raw, &again) != nil {
 		t.Fatalf("copied result.json: %v", err)
 	}
 	for _, st := range again.Timings {
