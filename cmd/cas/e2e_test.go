@@ -160,8 +160,11 @@ func shellRun(ctx context.Context, t *testing.T, dir, script string) (string, er
 	bin := casBinary(t)
 	cmd := exec.CommandContext(ctx, "sh", "-euc", script)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"CAS_SHARED="+sharedtest.Root())
+	path := filepath.Dir(bin) + string(os.PathListSeparator) + os.Getenv("PATH")
+	if shim := curlOnPath(t); shim != "" {
+		path = shim + string(os.PathListSeparator) + path
+	}
+	cmd.Env = append(os.Environ(), "PATH="+path, "CAS_SHARED="+sharedtest.Root())
 	// Its own process group, so that a server the script left in the
 	// background is stopped with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
