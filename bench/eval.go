@@ -529,6 +529,10 @@ func EvalToDir(ctx context.Context, r *agent.Runner, datasets []Dataset, opts Ev
 		return nil, fmt.Errorf("eval: %w", err)
 	}
 	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return nil, fmt.Errorf("eval: %w", err)
+	}
 	bw := bufio.NewWriterSize(tmp, 1<<20)
 	rep, err := Eval(ctx, r, datasets, opts, bw)
 	if err == nil {

@@ -96,7 +96,7 @@ func (r *runner) runVariant(ctx context.Context, d *worldData, v Variant) error 
 		// reaches (after about 7 steps of 8 prompts × 5); fresh models also
 		// release the compiled graphs' memory.
 		opts := train.RunOptions{Backend: r.backend, Retriever: d.retriever, Tokenizer: d.tok, Progress: r.opts.Progress,
-			Log: r.opts.Log, StopAfter: r.cfg.GRPO.CheckpointEvery}
+			Log: r.opts.Log, StopAfter: r.cfg.GRPO.CheckpointEvery, PathRoot: r.out}
 		for {
 			var t *train.Trainer
 			var err error

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -515,7 +516,7 @@ func DecodeBM25(raw []byte) (*BM25Index, error) {
 		return nil, fmt.Errorf("truncated (%d bytes)", len(raw))
 	}
 	if string(raw[:8]) != bm25Magic {
-		return nil, fmt.Errorf("bad magic %q", raw[:8])
+		return nil, errors.New("not a cas BM25 index (wrong magic number)")
 	}
 	body := raw[:len(raw)-4]
 	if want, got := binary.LittleEndian.Uint32(raw[len(raw)-4:]), crc32.Checksum(body, corpusCRC); want != got {

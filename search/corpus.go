@@ -346,7 +346,7 @@ func decodeOffsets(raw []byte) (c *Corpus, size, fp uint64, err error) {
 		return nil, 0, 0, fmt.Errorf("truncated (%d bytes)", len(raw))
 	}
 	if string(raw[:8]) != offsetsMagic {
-		return nil, 0, 0, fmt.Errorf("bad magic %q", raw[:8])
+		return nil, 0, 0, errors.New("not a cas corpus offsets file (wrong magic number)")
 	}
 	body := raw[:len(raw)-4]
 	if want, got := binary.LittleEndian.Uint32(raw[len(raw)-4:]), crc32.Checksum(body, corpusCRC); want != got {

@@ -368,7 +368,10 @@ func WriteFAISS(ix Index, path string) error {
 	}
 	name := tmp.Name()
 	w := bufio.NewWriterSize(tmp, 1<<20)
-	werr := writeFAISSIndex(w, ix)
+	werr := tmp.Chmod(0o644)
+	if werr == nil {
+		werr = writeFAISSIndex(w, ix)
+	}
 	if werr == nil {
 		werr = w.Flush()
 	}

@@ -9,8 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/cas-engine/cas/internal/relpath"
 )
 
 // An index folder holds everything a retriever needs next to a corpus file
@@ -36,7 +39,7 @@ const (
 type FolderSettings struct {
 	Version int    `json:"version"`
 	Kind    string `json:"kind"`    // "bm25" | "dense"
-	Corpus  string `json:"corpus"`  // absolute path of the JSONL corpus
+	Corpus  string `json:"corpus"`  // the JSONL corpus: relative to the folder when inside it, else absolute
 	Offsets string `json:"offsets"` // offsets file, relative to the folder
 	Docs    int    `json:"docs"`
 	Created string `json:"created,omitempty"`
@@ -53,8 +56,8 @@ type FolderSettings struct {
 // DenseSettings describe a dense retriever: the encoder that embeds queries
 // and the vector index of the passages.
 type DenseSettings struct {
-	Encoder       string `json:"encoder"`   // encoder directory (config.json, model.safetensors)
-	Tokenizer     string `json:"tokenizer"` // tokenizer file
+	Encoder       string `json:"encoder"`   // encoder directory (config.json, model.safetensors); stored like Corpus
+	Tokenizer     string `json:"tokenizer"` // tokenizer file; stored like Corpus
 	QueryPrefix   string `json:"query_prefix"`
 	PassagePrefix string `json:"passage_prefix"`
 	Dim           int    `json:"dim"`
@@ -101,6 +104,68 @@ func ReadFolderSettings(dir string) (FolderSettings, error) {
 		return FolderSettings{}, fmt.Errorf("%s: unknown kind %q (want %q or %q)", p, s.Kind, KindBM25, KindDense)
 	}
 	return s, nil
+}
+
+// FolderPaths are the files an index folder's settings name, resolved
+// (internal/relpath): the folder's own files (offsets, index, vectors)
+// must lie inside it; the corpus, encoder and tokenizer are inside it or
+// absolute.
+type FolderPaths struct {
+	Corpus, Offsets, Index, Vectors, Encoder, Tokenizer string
+}
+
+// CorpusFlag is the flag that overrides a folder's recorded corpus, named
+// in the error of a folder whose corpus is missing.
+const CorpusFlag = "--corpus"
+
+// Paths resolves the files s names for the folder dir. corpus, when not
+// "", overrides the recorded corpus (a moved corpus). A recorded corpus
+// that is missing is looked for, under its file name, beside the folder and
+// inside it (a folder moved together with its corpus); if it is in neither
+// place the error names every path tried and the flag that overrides it.
+func (s FolderSettings) Paths(dir, corpus string) (FolderPaths, error) {
+	var p FolderPaths
+	var err error
+	p.Offsets, err = relpath.Inside(dir, "offsets", s.Offsets)
+	if err != nil {
+		return p, fmt.Errorf("%s: %w", filepath.Join(dir, SettingsFile), err)
+	}
+	switch s.Kind {
+	case KindBM25:
+		p.Index, err = relpath.Inside(dir, "index", s.Index)
+	case KindDense:
+		if p.Vectors, err = relpath.Inside(dir, "dense.vector_index", s.Dense.VectorIndex); err == nil && s.Dense.Encoder != "" {
+			if p.Encoder, err = relpath.InsideOrAbs(dir, "dense.encoder", s.Dense.Encoder); err == nil && s.Dense.Tokenizer != "" {
+				p.Tokenizer, err = relpath.InsideOrAbs(dir, "dense.tokenizer", s.Dense.Tokenizer)
+			}
+		}
+	}
+	if err != nil {
+		return p, fmt.Errorf("%s: %w", filepath.Join(dir, SettingsFile), err)
+	}
+	if corpus != "" {
+		p.Corpus = corpus
+		if _, err := os.Stat(corpus); err != nil {
+			return p, fmt.Errorf("index folder %s: corpus given by %s: %w", dir, CorpusFlag, err)
+		}
+		return p, nil
+	}
+	rec, err := relpath.InsideOrAbs(dir, "corpus", s.Corpus)
+	if err != nil {
+		return p, fmt.Errorf("%s: %w", filepath.Join(dir, SettingsFile), err)
+	}
+	tried := []string{rec}
+	if name := filepath.Base(rec); name != "." && name != string(filepath.Separator) {
+		tried = append(tried, filepath.Join(filepath.Dir(filepath.Clean(dir)), name), filepath.Join(dir, name))
+	}
+	for _, c := range tried {
+		if st, err := os.Stat(c); err == nil && !st.IsDir() {
+			p.Corpus = c
+			return p, nil
+		}
+	}
+	return p, fmt.Errorf("index folder %s: its corpus is missing: looked for %s; give the corpus file with %s PATH",
+		dir, strings.Join(tried, ", "), CorpusFlag)
 }
 
 // WriteFolderSettings writes dir/settings.json atomically. Write it last:
@@ -160,8 +225,12 @@ func BuildBM25Folder(ctx context.Context, corpusPath, dir string, opt BM25BuildO
 		return FolderSettings{}, err
 	}
 	as, p := a.Settings(), opt.Params
+	rec, err := relpath.Store(dir, "", abs)
+	if err != nil {
+		return FolderSettings{}, err
+	}
 	s := FolderSettings{
-		Kind: KindBM25, Corpus: abs, Offsets: OffsetsFile, Docs: c.Len(),
+		Kind: KindBM25, Corpus: rec, Offsets: OffsetsFile, Docs: c.Len(),
 		Analyzer: &as, BM25: &p, Index: BM25File,
 	}
 	if err := WriteFolderSettings(dir, s); err != nil {
@@ -310,10 +379,16 @@ func BuildDenseFolder(ctx context.Context, corpusPath, dir string, opt DenseBuil
 		return FolderSettings{}, err
 	}
 	ix.Close()
+	var rec [3]string
+	for i, p := range []string{abs, opt.EncoderPath, opt.TokenizerPath} {
+		if rec[i], err = relpath.Store(dir, "", p); err != nil {
+			return FolderSettings{}, err
+		}
+	}
 	s := FolderSettings{
-		Kind: KindDense, Corpus: abs, Offsets: OffsetsFile, Docs: c.Len(),
+		Kind: KindDense, Corpus: rec[0], Offsets: OffsetsFile, Docs: c.Len(),
 		Dense: &DenseSettings{
-			Encoder: opt.EncoderPath, Tokenizer: opt.TokenizerPath,
+			Encoder: rec[1], Tokenizer: rec[2],
 			QueryPrefix: opt.QueryPrefix, PassagePrefix: opt.Embed.Prefix,
 			Dim: chunks.Dim, VectorIndex: VectorsDir, MaxLength: opt.MaxLength,
 		},

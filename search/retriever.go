@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 )
 
 // Hit is one retrieved passage and its retriever score (BM25 score or inner
@@ -81,6 +80,9 @@ type OpenOptions struct {
 	// LoadVectors opens the folder's vector index for kind "dense";
 	// required there.
 	LoadVectors func(path string) (VectorSearcher, error)
+	// Corpus, when not "", is the corpus file to use instead of the one the
+	// folder records (a corpus that was moved).
+	Corpus string
 }
 
 // ClosableRetriever is a Retriever that owns files.
@@ -95,7 +97,11 @@ func OpenRetriever(dir string, opt OpenOptions) (ClosableRetriever, FolderSettin
 	if err != nil {
 		return nil, s, err
 	}
-	c, err := OpenCorpus(s.Corpus, filepath.Join(dir, s.Offsets))
+	paths, err := s.Paths(dir, opt.Corpus)
+	if err != nil {
+		return nil, s, err
+	}
+	c, err := OpenCorpus(paths.Corpus, paths.Offsets)
 	if err != nil {
 		return nil, s, err
 	}
@@ -105,7 +111,7 @@ func OpenRetriever(dir string, opt OpenOptions) (ClosableRetriever, FolderSettin
 	}
 	switch s.Kind {
 	case KindBM25:
-		ix, err := LoadBM25(filepath.Join(dir, s.Index))
+		ix, err := LoadBM25(paths.Index)
 		if err != nil {
 			c.Close()
 			return nil, s, err
@@ -121,7 +127,7 @@ func OpenRetriever(dir string, opt OpenOptions) (ClosableRetriever, FolderSettin
 			c.Close()
 			return nil, s, errors.New("index folder " + dir + ": a dense index needs a query encoder and a vector-index loader")
 		}
-		vs, err := opt.LoadVectors(filepath.Join(dir, s.Dense.VectorIndex))
+		vs, err := opt.LoadVectors(paths.Vectors)
 		if err != nil {
 			c.Close()
 			return nil, s, err

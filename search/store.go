@@ -108,7 +108,10 @@ func WriteIndexFile(ix Index, path string) error {
 		return fmt.Errorf("save index: %w", err)
 	}
 	name := tmp.Name()
-	werr := writeCAS(tmp, hj, secs, h.Sections)
+	werr := tmp.Chmod(0o644) // shareable, like every file cas writes
+	if werr == nil {
+		werr = writeCAS(tmp, hj, secs, h.Sections)
+	}
 	if werr == nil {
 		werr = tmp.Sync()
 	}

@@ -48,6 +48,9 @@ func TestSaveOpenRoundTrip(t *testing.T) {
 			if err := SaveIndex(ix, dir); err != nil {
 				t.Fatal(err)
 			}
+			if st, err := os.Stat(filepath.Join(dir, casFileName)); err != nil || st.Mode().Perm() != 0o644 {
+				t.Errorf("index file mode %v (%v), want 0644", st.Mode().Perm(), err)
+			}
 			back, err := OpenIndex(dir, nil)
 			if err != nil {
 				t.Fatal(err)

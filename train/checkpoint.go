@@ -106,6 +106,9 @@ func WriteCheckpoint(runDir string, policy *qwen.Model, aci *conformal.ACI, st T
 		os.RemoveAll(tmp)
 		return "", fmt.Errorf("checkpoint step %d: %w", st.Step, err)
 	}
+	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it 0700
+		return fail(err)
+	}
 	if err := writeHFFolder(tmp, policy, src, dtype); err != nil {
 		return fail(err)
 	}

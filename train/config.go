@@ -5,14 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/cas-engine/cas/internal/atomicfile"
 	"github.com/cas-engine/cas/internal/guard"
+	"github.com/cas-engine/cas/internal/relpath"
+
 	"gopkg.in/yaml.v3"
 
 	"github.com/cas-engine/cas/agent"
@@ -57,7 +62,10 @@ type ModelConfig struct {
 	Reference string `yaml:"reference"`
 	// ChatFamily overrides the tokenizer's chat template family ("qwen2.5"
 	// or "qwen3"); Qwen3 always renders with thinking disabled.
-	ChatFamily string `yaml:"chat_family"`
+	// (the flag --chat-template); "chat_family" is its old, still
+	// accepted key.
+	ChatFamily       string `yaml:"chat_template"`
+	LegacyChatFamily string `yaml:"chat_family,omitempty"`
 }
 
 // DataConfig names the training prompts.
@@ -74,8 +82,14 @@ type DataConfig struct {
 // RetrieverConfig says where passages come from: an index folder (`cas
 // index build`) or a running Search-R1-compatible server — exactly one.
 type RetrieverConfig struct {
-	Index  string `yaml:"index"`
-	Server string `yaml:"server"`
+	Index string `yaml:"index"`
+	// Server is the URL of a Search-R1-compatible retrieval server (the
+	// flag --retriever); "server:" is its old, still accepted key.
+	Server       string `yaml:"url,omitempty"`
+	LegacyServer string `yaml:"server,omitempty"`
+	// Corpus overrides the corpus the index folder records (a moved
+	// corpus; the flag --corpus of the commands that open a folder).
+	Corpus string `yaml:"corpus,omitempty"`
 }
 
 // APSConfig sets the passage truncation of every search.
@@ -250,8 +264,12 @@ func optimDefaults() OptimSection {
 // first and overlaid key by key, so an ablation states only what it
 // changes.
 func LoadConfig(path string, sets []string) (*Config, error) {
-	root, err := loadConfigNode(path, 0)
+	origin := map[*yaml.Node]string{}
+	root, err := loadConfigNode(path, 0, origin)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkKeys(root, reflect.TypeOf(Config{}), "", origin); err != nil {
 		return nil, err
 	}
 	cfg, err := decodeConfig(root, sets)
@@ -270,6 +288,9 @@ func LoadConfig(path string, sets []string) (*Config, error) {
 func ParseConfig(raw []byte, sets []string) (*Config, error) {
 	root, err := parseConfigNode(raw)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkKeys(root, reflect.TypeOf(Config{}), "", nil); err != nil {
 		return nil, err
 	}
 	return decodeConfig(root, sets)
@@ -293,7 +314,7 @@ func parseConfigNode(raw []byte) (*yaml.Node, error) {
 
 // loadConfigNode reads a config file's mapping with its base files merged
 // under it.
-func loadConfigNode(path string, depth int) (*yaml.Node, error) {
+func loadConfigNode(path string, depth int, origin map[*yaml.Node]string) (*yaml.Node, error) {
 	if depth > 8 {
 		return nil, fmt.Errorf("load %s: base files nested more than 8 deep (a cycle?)", path)
 	}
@@ -305,6 +326,7 @@ func loadConfigNode(path string, depth int) (*yaml.Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", path, err)
 	}
+	markOrigin(node, path, origin)
 	for i := 0; i+1 < len(node.Content); i += 2 {
 		if node.Content[i].Value != "base" {
 			continue
@@ -314,7 +336,7 @@ func loadConfigNode(path string, depth int) (*yaml.Node, error) {
 		if !filepath.IsAbs(base) {
 			base = filepath.Join(filepath.Dir(path), base)
 		}
-		parent, err := loadConfigNode(base, depth+1)
+		parent, err := loadConfigNode(base, depth+1, origin)
 		if err != nil {
 			return nil, fmt.Errorf("load %s: base: %w", path, err)
 		}
@@ -366,7 +388,105 @@ func decodeConfig(root *yaml.Node, sets []string) (*Config, error) {
 	if err := dec.Decode(&cfg); err != nil && err != io.EOF {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	if cfg.Model.LegacyChatFamily != "" {
+		if cfg.Model.ChatFamily == "" {
+			cfg.Model.ChatFamily = cfg.Model.LegacyChatFamily
+		}
+		cfg.Model.LegacyChatFamily = ""
+	}
+	if cfg.Retriever.LegacyServer != "" {
+		if cfg.Retriever.Server == "" {
+			cfg.Retriever.Server = cfg.Retriever.LegacyServer
+		}
+		cfg.Retriever.LegacyServer = ""
+	}
 	return &cfg, nil
+}
+
+// markOrigin records the file every node of a parsed file came from, so
+// that an unknown key is reported with its own file and line even after
+// base files are merged.
+func markOrigin(n *yaml.Node, path string, origin map[*yaml.Node]string) {
+	if origin == nil {
+		return
+	}
+	origin[n] = path
+	for _, c := range n.Content {
+		markOrigin(c, path, origin)
+	}
+}
+
+// yamlFields maps the YAML keys of a struct type to their field types.
+func yamlFields(t reflect.Type) map[string]reflect.Type {
+	fs := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		fs[name] = f.Type
+	}
+	return fs
+}
+
+// keyError names an unknown config key, the keys known there, and where the
+// key came from (the file and line, or the --set flag).
+func keyError(key, where string, t reflect.Type) error {
+	known := slices.Sorted(maps.Keys(yamlFields(t)))
+	return fmt.Errorf("%s: unknown config key %s (known here: %s)", where, key, strings.Join(known, ", "))
+}
+
+// checkKeys reports the first key of a mapping node that the struct type t
+// does not have, recursing into nested sections.
+func checkKeys(n *yaml.Node, t reflect.Type, prefix string, origin map[*yaml.Node]string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if n.Kind != yaml.MappingNode || t.Kind() != reflect.Struct {
+		return nil
+	}
+	fs := yamlFields(t)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		key := prefix + k.Value
+		ft, ok := fs[k.Value]
+		if !ok && !(prefix == "" && k.Value == "base") {
+			where := fmt.Sprintf("line %d", k.Line)
+			if f, ok := origin[k]; ok {
+				where = fmt.Sprintf("%s:%d", f, k.Line)
+			}
+			return keyError(key, where, t)
+		}
+		if ok {
+			if err := checkKeys(n.Content[i+1], ft, key+".", origin); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkSetKey checks a --set key's dotted path against the Config type.
+func checkSetKey(set string, parts []string) error {
+	t := reflect.TypeOf(Config{})
+	for i, p := range parts {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct {
+			return fmt.Errorf("--set %s: %s is not a section", set, strings.Join(parts[:i], "."))
+		}
+		ft, ok := yamlFields(t)[p]
+		if !ok {
+			return keyError(strings.Join(parts[:i+1], "."), "--set "+set, t)
+		}
+		t = ft
+	}
+	return nil
 }
 
 // applySet sets a dotted key of a YAML mapping to a YAML value, creating
@@ -386,6 +506,9 @@ func applySet(root *yaml.Node, set string) error {
 		v = value.Content[0]
 	}
 	parts := strings.Split(key, ".")
+	if err := checkSetKey(set, parts); err != nil {
+		return err
+	}
 	node := root
 	for i, p := range parts {
 		if p == "" {
@@ -419,28 +542,58 @@ func applySet(root *yaml.Node, set string) error {
 	return nil
 }
 
-// ResolvePaths makes every relative path absolute against dir.
-func (c *Config) ResolvePaths(dir string) {
-	abs := func(p *string) {
-		if *p != "" && !filepath.IsAbs(*p) && !strings.Contains(*p, "://") {
-			*p = filepath.Join(dir, *p)
-		}
-		if *p != "" && !strings.Contains(*p, "://") {
-			if a, err := filepath.Abs(*p); err == nil {
-				*p = a
-			}
-		}
-	}
-	for _, p := range []*string{&c.Model.Path, &c.Model.Tokenizer, &c.Model.Reference, &c.Retriever.Index,
-		&c.APS.QHatFile, &c.ACI.Bootstrap} {
-		abs(p)
-	}
+// filePaths lists every field of the config that names a file or folder.
+func (c *Config) filePaths() []*string {
+	ps := []*string{&c.Model.Path, &c.Model.Tokenizer, &c.Model.Reference, &c.Retriever.Index, &c.Retriever.Corpus,
+		&c.APS.QHatFile, &c.ACI.Bootstrap}
 	for i := range c.Data.Train {
-		abs(&c.Data.Train[i])
+		ps = append(ps, &c.Data.Train[i])
 	}
 	for i := range c.ACI.CalibData {
-		abs(&c.ACI.CalibData[i])
+		ps = append(ps, &c.ACI.CalibData[i])
 	}
+	return ps
+}
+
+// ResolvePaths makes every relative path absolute against dir (the folder
+// of the file the config was read from; see internal/relpath).
+func (c *Config) ResolvePaths(dir string) {
+	for _, p := range c.filePaths() {
+		*p = relpath.Resolve(dir, *p)
+		if a, err := relpath.Abs(*p); err == nil {
+			*p = a
+		}
+	}
+}
+
+// AbsPaths makes every relative path absolute against the working
+// directory (a config built in code, e.g. by the demo).
+func (c *Config) AbsPaths() error {
+	for _, p := range c.filePaths() {
+		a, err := relpath.Abs(*p)
+		if err != nil {
+			return err
+		}
+		*p = a
+	}
+	return nil
+}
+
+// storedPaths returns a copy of c whose paths are written the way the one
+// path rule says (internal/relpath): relative to dir when under root (""
+// means dir), else absolute.
+func (c *Config) storedPaths(dir, root string) (*Config, error) {
+	s := *c
+	s.Data.Train = slices.Clone(c.Data.Train)
+	s.ACI.CalibData = slices.Clone(c.ACI.CalibData)
+	for _, p := range s.filePaths() {
+		v, err := relpath.Store(dir, root, *p)
+		if err != nil {
+			return nil, err
+		}
+		*p = v
+	}
+	return &s, nil
 }
 
 // Validate reports every unusable setting at once.
@@ -463,7 +616,7 @@ func (c *Config) Validate() error {
 		bad("data.limit %d < 0", c.Data.Limit)
 	}
 	if (c.Retriever.Index == "") == (c.Retriever.Server == "") {
-		bad("give exactly one of retriever.index and retriever.server")
+		bad("give exactly one of retriever.index and retriever.url")
 	}
 	if c.APS.Enabled && c.APS.QHatFile == "" {
 		bad("aps.enabled needs aps.qhat_file (cas calibrate aps --out FILE)")
@@ -515,9 +668,16 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// Save writes the config as YAML (atomically).
-func (c *Config) Save(path string) error {
-	b, err := yaml.Marshal(c)
+// Save writes the config as YAML (atomically), its paths relative to the
+// file's folder when they lie under root ("" means that folder), else
+// absolute, so that LoadConfig reads them back whatever the working
+// directory and a moved or copied run folder keeps working.
+func (c *Config) Save(path, root string) error {
+	s, err := c.storedPaths(filepath.Dir(path), root)
+	if err != nil {
+		return err
+	}
+	b, err := yaml.Marshal(s)
 	if err != nil {
 		return err
 	}

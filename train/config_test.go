@@ -167,7 +167,7 @@ func TestConfigSaveRoundTrip(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Model.Path, cfg.Data.Train, cfg.Retriever.Index, cfg.APS.QHatFile = "/m", []string{"/d.jsonl"}, "/ix", "/q.json"
 	path := filepath.Join(t.TempDir(), "config.yaml")
-	if err := cfg.Save(path); err != nil {
+	if err := cfg.Save(path, ""); err != nil {
 		t.Fatal(err)
 	}
 	back, err := LoadConfig(path, nil)
@@ -175,7 +175,7 @@ func TestConfigSaveRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	b1, _ := os.ReadFile(path)
-	if err := back.Save(path); err != nil {
+	if err := back.Save(path, ""); err != nil {
 		t.Fatal(err)
 	}
 	b2, _ := os.ReadFile(path)
@@ -200,4 +200,52 @@ func FuzzParseConfig(f *testing.F) {
 		_ = cfg.Validate()
 		cfg.ResolvePaths("/r")
 	})
+}
+
+// TestConfigKeyErrors: an unknown key names itself, its file and line (the
+// file's own line, also under a base file), or the --set flag, and lists
+// the keys known there.
+func TestConfigKeyErrors(t *testing.T) {
+	dir := t.TempDir()
+	base := filepath.Join(dir, "base.yaml")
+	child := filepath.Join(dir, "child.yaml")
+	if err := os.WriteFile(base, []byte("name: b\nseed: 1\nsteps: 2\nretriever: {index: ix}\nmodel: {path: m}\ndata: {train: [a.jsonl]}\naps: {enabled: false}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(child, []byte("base: base.yaml\naci:\n  rho: 0.1\n  rhoo: 0.2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		path string
+		sets []string
+		want []string
+	}{
+		{child, nil, []string{child + ":4", "aci.rhoo", "rho,"}},
+		{base, []string{"aci.rhoo=0.1"}, []string{"--set aci.rhoo=0.1", "unknown config key aci.rhoo", "gamma"}},
+		{base, []string{"grpo.kl_coef.x=1"}, []string{"--set grpo.kl_coef.x=1", "grpo.kl_coef is not a section"}},
+		{base, []string{"retriever.server=http://h:1"}, nil},
+		{base, []string{"retriever.url=http://h:1", "retriever.index="}, nil},
+	}
+	for _, tc := range tests {
+		_, err := LoadConfig(tc.path, tc.sets)
+		if tc.want == nil {
+			if err != nil && strings.Contains(err.Error(), "unknown") {
+				t.Errorf("%v: %v", tc.sets, err)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("%s %v: no error", tc.path, tc.sets)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s %v: error %q lacks %q", tc.path, tc.sets, err, w)
+			}
+		}
+	}
+	cfg, err := LoadConfig(base, []string{"retriever.server=http://h:1", "retriever.index="})
+	if err != nil || cfg.Retriever.Server != "http://h:1" {
+		t.Errorf("old key retriever.server: %+v %v", cfg, err)
+	}
 }

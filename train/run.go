@@ -42,6 +42,11 @@ type RunOptions struct {
 	// (nil: none).
 	Progress io.Writer
 	Log      io.Writer
+	// PathRoot is the tree moved as a whole with the run folder (the
+	// demo's output folder): config.yaml stores paths under it relative to
+	// the run folder and others absolute (internal/relpath). "" means the
+	// run folder itself.
+	PathRoot string
 	// StopAfter, when > 0, ends Run after that many steps of this process
 	// (each followed by its checkpoint when due): a controlled stand-in for
 	// a killed run.
@@ -88,6 +93,9 @@ func NewTrainer(cfg *Config, runDir string, opts RunOptions) (*Trainer, error) {
 		return nil, fmt.Errorf("run folder: %w", err)
 	}
 	c := *cfg
+	if err := c.AbsPaths(); err != nil {
+		return nil, err
+	}
 	if c.Name == "" {
 		c.Name = filepath.Base(filepath.Clean(runDir))
 	}
@@ -118,7 +126,7 @@ func startTrainer(c *Config, runDir string, opts RunOptions) (*Trainer, error) {
 	if t.metrics, err = OpenMetrics(runDir, 0); err != nil {
 		return nil, err
 	}
-	if err := c.Save(filepath.Join(runDir, RunConfigFile)); err != nil {
+	if err := c.Save(filepath.Join(runDir, RunConfigFile), opts.PathRoot); err != nil {
 		return nil, err
 	}
 	t.logf("run %s: %d prompts, %d steps of %d prompts × %d, policy %s (%.1fM parameters)",
@@ -193,7 +201,7 @@ func ResumeTrainer(runDir string, sets []string, opts RunOptions) (*Trainer, err
 		return nil, err
 	}
 	if len(sets) > 0 {
-		if err := cfg.Save(cfgPath); err != nil {
+		if err := cfg.Save(cfgPath, opts.PathRoot); err != nil {
 			return nil, err
 		}
 	}
@@ -229,6 +237,9 @@ func newTrainer(cfg *Config, runDir string, opts RunOptions) (*Trainer, error) {
 	t.dtype = safetensors.DType(dt)
 	prompts, err := LoadPrompts(cfg.Data.Train...)
 	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("data.train: %w (moved? give its new path with --set data.train=PATH, absolute or relative to the folder of config.yaml)", err)
+		}
 		return nil, fmt.Errorf("data.train: %w", err)
 	}
 	if cfg.Data.Limit > 0 && cfg.Data.Limit < len(prompts) {

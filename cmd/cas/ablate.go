@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -47,11 +45,11 @@ resumable run. Takes about seven GRPO runs per seed (--quick: minutes).`,
 				}
 			}
 			applyMemoryLimit(memLimit)
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			ab, err := demo.Ablate(ctx, cfg, list, out, demo.Options{Progress: os.Stderr, Log: cmd.ErrOrStderr()})
+			in := newInterruptible(cmd.Context())
+			defer in.stop()
+			ab, err := demo.Ablate(in.ctx, cfg, list, out, demo.Options{Progress: progressOut(os.Stderr), Log: cmd.ErrOrStderr()})
 			if err != nil {
-				return err
+				return in.interrupted(err, "the ablation", sameCommand())
 			}
 			if _, err := fmt.Fprint(cmd.OutOrStdout(), ab.Markdown()); err != nil {
 				return err

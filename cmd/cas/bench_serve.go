@@ -68,7 +68,7 @@ wiki-18 passages) is built in a temporary directory first.`,
 				defer os.RemoveAll(tmp)
 				start := time.Now()
 				if _, err := search.BuildBM25Folder(cmd.Context(), corpus, tmp, search.BM25BuildOptions{
-					Analyzer: search.DefaultAnalyzerSettings(), Params: search.DefaultBM25Params(), Progress: cmd.ErrOrStderr(),
+					Analyzer: search.DefaultAnalyzerSettings(), Params: search.DefaultBM25Params(), Progress: progressOut(cmd.ErrOrStderr()),
 				}); err != nil {
 					return err
 				}

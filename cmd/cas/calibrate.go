@@ -32,15 +32,15 @@ func newCalibrateAPSRetrievalCmd() *cobra.Command {
 		noProgress                              bool
 	)
 	cmd := &cobra.Command{
-		Use:   "aps --qa FILE (--index DIR | --server URL) [--topk 20 --alpha 0.2 --n 150 --seed 0] [--out qhat.json]",
+		Use:   "aps --qa FILE (--index DIR | --retriever URL) [--candidates 20 --alpha 0.2 --n 150 --seed 0] [--out qhat.json]",
 		Short: "Calibrate APS's threshold q̂ on real retrieval for a QA file",
 		Long: `Calibrate APS on real retrieval.
 
 Draws --n questions of a FlashRAG/Search-R1 QA file ({"id", "question",
 "golden_answers"}) at random (--seed) for calibration and evaluates on the
-others (--test of them; 0: all). For every question it retrieves --topk
+others (--test of them; 0: all, which retrieves the whole file). For every question it retrieves --candidates
 candidates (from an index folder, or from a running Search-R1-compatible
-server with --server) and labels the gold passage: the first candidate whose
+server with --retriever) and labels the gold passage: the first candidate whose
 lowercased, whitespace-collapsed contents contain a gold answer (the
 official code's fallback without an LLM judge). The calibration score is
 E = c_r, the cumulative softmax(s/T) mass of the sorted candidate scores up
@@ -71,7 +71,7 @@ scores; BM25 scores are ~100x larger, so try --temperature 1 with BM25.`,
 				return err
 			}
 			if (dir == "") == (server == "") {
-				return errors.New("give exactly one of --index DIR and --server URL")
+				return errors.New("give exactly one of --index DIR and --retriever URL")
 			}
 			qa, err := calibrate.LoadQA(qaPath)
 			if err != nil {
@@ -91,7 +91,7 @@ scores; BM25 scores are ~100x larger, so try --temperature 1 with BM25.`,
 			}
 			var progress io.Writer
 			if !noProgress {
-				progress = cmd.ErrOrStderr()
+				progress = progressOut(cmd.ErrOrStderr())
 			}
 			rep, err := calibrate.Run(cmd.Context(), r, qa, calibrate.ContainsJudge{}, cfg, progress)
 			if err != nil {
@@ -114,9 +114,9 @@ scores; BM25 scores are ~100x larger, so try --temperature 1 with BM25.`,
 	f := cmd.Flags()
 	f.StringVar(&qaPath, "qa", "", "QA JSONL file ({\"id\",\"question\",\"golden_answers\"} per line)")
 	f.StringVar(&dir, "index", "", "index folder to retrieve from")
-	f.StringVar(&server, "server", "", "retrieve from this Search-R1-compatible server instead (e.g. http://127.0.0.1:8000)")
+	f.StringVar(&server, "retriever", "", "retrieve from this Search-R1-compatible server instead (e.g. http://127.0.0.1:8000)")
 	f.StringVar(&out, "out", "", "write the JSON report here (atomically; default stdout)")
-	f.IntVar(&cfg.TopK, "topk", cfg.TopK, "candidates retrieved per question")
+	f.IntVar(&cfg.TopK, "candidates", cfg.TopK, "candidates retrieved per question")
 	f.Float64Var(&cfg.Alpha, "alpha", cfg.Alpha, "miscoverage level α in (0, 1)")
 	f.IntVar(&cfg.N, "n", cfg.N, "calibration questions")
 	f.IntVar(&cfg.Test, "test", 0, "held-out questions (0: all the others)")
@@ -131,6 +131,9 @@ scores; BM25 scores are ~100x larger, so try --temperature 1 with BM25.`,
 	f.IntVar(&cfg.FixedK, "fixed-k", cfg.FixedK, "the fixed top-k baseline")
 	f.BoolVar(&noProgress, "no-progress", false, "hide the progress bar")
 	dense.register(cmd)
+	dense.registerCorpus(cmd)
+	aliasFlag(cmd, "server", "retriever")
+	aliasFlag(cmd, "topk", "candidates")
 	_ = cmd.MarkFlagRequired("qa")
 	return cmd
 }
@@ -175,11 +178,17 @@ func writeCalibrationSummary(w io.Writer, r calibrate.Report) {
 
 // writeRetrievalOutput writes data to path via a temp file and a rename.
 func writeRetrievalOutput(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	_, werr := tmp.Write(data)
+	werr := tmp.Chmod(0o644)
+	if werr == nil {
+		_, werr = tmp.Write(data)
+	}
 	if cerr := tmp.Close(); werr == nil {
 		werr = cerr
 	}

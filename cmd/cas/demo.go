@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"runtime/debug"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -51,11 +49,11 @@ seconds).`,
 				}
 			}
 			applyMemoryLimit(memLimit)
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			res, err := demo.Run(ctx, cfg, out, demo.Options{Progress: os.Stderr, Log: cmd.ErrOrStderr()})
+			in := newInterruptible(cmd.Context())
+			defer in.stop()
+			res, err := demo.Run(in.ctx, cfg, out, demo.Options{Progress: progressOut(os.Stderr), Log: cmd.ErrOrStderr()})
 			if err != nil {
-				return err
+				return in.interrupted(err, "the demo", sameCommand())
 			}
 			return printDemoSummary(cmd.OutOrStdout(), res, out)
 		},

@@ -26,11 +26,14 @@ func newEmbedCmd() *cobra.Command {
 		Short: "Embed texts with an E5/BERT model into raw float32 vectors",
 		Long: `Embed reads a JSON Lines file of texts (a JSON string per line, or objects with
 "contents", "text" (+ "title"), "question" or "query"), adds the E5 prefix,
-encodes with [CLS] … [SEP] (truncated to --max-len), mean-pools and
+encodes with [CLS] … [SEP] (truncated to --encoder-max-len), mean-pools and
 L2-normalises, and writes little-endian float32 vectors, row-major
 [n, hidden_size], in input order. The output appears atomically.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if modelDir == "" {
+				return fmt.Errorf("embed: --encoder DIR is required")
+			}
 			prefix, err := bert.PrefixFor(prefixKind)
 			if err != nil {
 				return err
@@ -62,7 +65,7 @@ L2-normalises, and writes little-endian float32 vectors, row-major
 			}
 			defer f.Close()
 			bar := progressbar.NewOptions(total,
-				progressbar.OptionSetWriter(cmd.ErrOrStderr()),
+				progressbar.OptionSetWriter(progressOut(cmd.ErrOrStderr())),
 				progressbar.OptionSetDescription("embed"),
 				progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("texts"),
 				progressbar.OptionClearOnFinish())
@@ -84,14 +87,18 @@ L2-normalises, and writes little-endian float32 vectors, row-major
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&modelDir, "model", "", "Hugging Face BertModel folder (config.json, model.safetensors)")
-	fl.StringVar(&tokPath, "tokenizer", "", "tokenizer.json (default: <model>/tokenizer.json)")
+	fl.StringVar(&modelDir, "encoder", "", "E5/BERT encoder: a Hugging Face BertModel folder (config.json, model.safetensors)")
+	fl.StringVar(&tokPath, "encoder-tokenizer", "", "tokenizer.json (default: <encoder>/tokenizer.json)")
 	fl.StringVar(&in, "in", "", "input texts, JSON Lines")
 	fl.StringVar(&out, "out", "", "output vectors, raw little-endian float32 [n, dim]")
 	fl.StringVar(&prefixKind, "prefix", "passage", "E5 prefix: query, passage or none")
-	fl.IntVar(&batch, "batch", 32, "sequences per forward pass")
-	fl.IntVar(&maxLen, "max-len", 256, "maximum tokens per text, [CLS] and [SEP] included")
-	for _, name := range []string{"model", "in", "out"} {
+	fl.IntVar(&batch, "encoder-batch", 32, "sequences per forward pass")
+	fl.IntVar(&maxLen, "encoder-max-len", 256, "maximum tokens per text, [CLS] and [SEP] included")
+	aliasFlag(cmd, "model", "encoder")
+	aliasFlag(cmd, "tokenizer", "encoder-tokenizer")
+	aliasFlag(cmd, "batch", "encoder-batch")
+	aliasFlag(cmd, "max-len", "encoder-max-len")
+	for _, name := range []string{"in", "out"} {
 		_ = cmd.MarkFlagRequired(name)
 	}
 	return cmd

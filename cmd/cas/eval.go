@@ -112,7 +112,7 @@ prints the Markdown tables.`,
 			defer be.Finalize()
 			var progress io.Writer
 			if !noProgress {
-				progress = cmd.ErrOrStderr()
+				progress = progressOut(cmd.ErrOrStderr())
 			}
 			m, err := qwen.Load(modelDir, be, qwen.LoadOptions{Progress: progress})
 			if err != nil {
@@ -154,10 +154,8 @@ prints the Markdown tables.`,
 	f.IntVar(&cfg.MaxPromptTokens, "max-prompt-tokens", cfg.MaxPromptTokens, "longest prompt accepted")
 	f.IntVar(&cfg.MaxResponseTokens, "max-response-tokens", cfg.MaxResponseTokens, "generated plus appended tokens per question")
 	f.BoolVar(&noProgress, "no-progress", false, "hide the progress bars")
-	f.StringVar(&dense.encoder, "encoder", "", "E5/BERT encoder directory for a dense --index (default: the one in its settings.json)")
-	f.StringVar(&dense.tokenizer, "encoder-tokenizer", "", "tokenizer.json of the encoder (default: <encoder>/tokenizer.json)")
-	f.IntVar(&dense.batch, "encoder-batch", 32, "encoder batch size")
-	f.IntVar(&dense.maxLen, "encoder-max-len", 256, "encoder maximum sequence length")
+	dense.register(cmd)
+	dense.registerCorpus(cmd)
 	for _, name := range []string{"model", "qa", "out"} {
 		_ = cmd.MarkFlagRequired(name)
 	}

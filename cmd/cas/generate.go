@@ -26,7 +26,7 @@ func newGenerateCmd() *cobra.Command {
 		Use:   "generate",
 		Short: "Generate text with a Qwen model, streaming to stdout",
 		Long: `Generate encodes --prompt (with --chat: as a user turn rendered by the model's
-chat template with the generation prompt; Qwen3 thinking off unless --think),
+chat template with the generation prompt; Qwen3 thinking on as in Hugging Face's template; --think=false turns it off),
 then samples up to --max-new-tokens tokens with the KV-cache generator and
 streams the decoded text to stdout. Temperature 0 is greedy decoding. It stops
 at the model's EOS ids or at any --stop string (e.g. --stop '</search>').
@@ -63,7 +63,7 @@ A summary (tokens, speed, finish reason) goes to stderr.`,
 				return err
 			}
 			defer be.Finalize()
-			m, err := qwen.Load(modelDir, be, qwen.LoadOptions{Progress: cmd.ErrOrStderr()})
+			m, err := qwen.Load(modelDir, be, qwen.LoadOptions{Progress: progressOut(cmd.ErrOrStderr())})
 			if err != nil {
 				return err
 			}
@@ -89,7 +89,7 @@ A summary (tokens, speed, finish reason) goes to stderr.`,
 	fl.StringVar(&prompt, "prompt", "", "prompt text")
 	fl.BoolVar(&chat, "chat", false, "render the prompt as a user turn with the chat template")
 	fl.StringVar(&system, "system", "", "system message (with --chat)")
-	fl.BoolVar(&think, "think", false, "Qwen3: leave thinking enabled (with --chat)")
+	fl.BoolVar(&think, "think", true, "with --chat: Qwen3 thinking (--think=false: the empty think block); the same default as tokenize --chat")
 	fl.IntVar(&opts.MaxNewTokens, "max-new-tokens", 256, "maximum tokens to generate")
 	fl.Float64Var(&opts.Temperature, "temperature", 0, "sampling temperature; 0 is greedy")
 	fl.Float64Var(&opts.TopP, "top-p", 1, "nucleus sampling mass (1 = off)")

@@ -55,13 +55,24 @@ quantizer by k-means on at most 256·NLIST random vectors (spherical for
 inner product). --f16 halves the memory, --sq8 quarters it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			in := newInterruptible(cmd.Context())
+			defer in.stop()
+			cmd.SetContext(in.ctx)
+			var err error
 			switch {
 			case cf.corpus != "":
-				return runIndexBuildCorpus(cmd, &f, &cf)
+				err = runIndexBuildCorpus(cmd, &f, &cf)
 			case f.vectors != "":
-				return runIndexBuildVectors(cmd, &f)
+				err = runIndexBuildVectors(cmd, &f)
+			default:
+				return errors.New("index build: give --vectors F.f32 or --corpus F.jsonl")
 			}
-			return errors.New("index build: give --vectors F.f32 or --corpus F.jsonl")
+			if err != nil {
+				// Dense builds keep every finished embedding chunk; rerunning
+				// the same command continues from there.
+				return in.interrupted(err, "the index build", sameCommand())
+			}
+			return nil
 		},
 	}
 	fl := cmd.Flags()
@@ -126,7 +137,7 @@ func runIndexBuildVectors(cmd *cobra.Command, f *indexBuildFlags) error {
 	if err != nil {
 		return err
 	}
-	opt.Progress = cmd.ErrOrStderr()
+	opt.Progress = progressOut(cmd.ErrOrStderr())
 	v, err := search.OpenVectorFile(f.vectors, f.dim)
 	if err != nil {
 		return err
@@ -260,21 +271,98 @@ func newIndexInfoCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "info --index DIR|FAISSFILE",
 		Short: "Describe an index (kind, size, metric, encoding, lists) as JSON",
-		Args:  cobra.NoArgs,
+		Long: `Info describes anything cas builds or reads, as JSON: an index folder
+(BM25 or dense, from 'index build --corpus'): its kind, passages, the corpus
+it records and the one it would open (or why none), BM25 statistics or the
+encoder and vector index; a vector index folder ('index build --vectors')
+or a FAISS index file: kind, size, metric, encoding and IVF lists.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if path == "" {
 				return errors.New("index info: --index is required")
+			}
+			e := json.NewEncoder(cmd.OutOrStdout())
+			e.SetIndent("", "  ")
+			if isIndexFolder(path) {
+				info, err := describeFolder(path)
+				if err != nil {
+					return err
+				}
+				return e.Encode(info)
 			}
 			ix, err := search.OpenIndex(path, nil)
 			if err != nil {
 				return err
 			}
 			defer ix.Close()
-			e := json.NewEncoder(cmd.OutOrStdout())
-			e.SetIndent("", "  ")
 			return e.Encode(search.Describe(ix))
 		},
 	}
 	cmd.Flags().StringVar(&path, "index", "", "index directory (cas) or FAISS index file")
 	return cmd
+}
+
+// isIndexFolder reports whether path is an index folder (it holds
+// settings.json), as opposed to a vector index folder or file.
+func isIndexFolder(path string) bool {
+	_, err := os.Stat(filepath.Join(path, search.SettingsFile))
+	return err == nil
+}
+
+// folderInfo is `cas index info` of an index folder.
+type folderInfo struct {
+	Folder   string                `json:"folder"`
+	Settings search.FolderSettings `json:"settings"`
+	// Corpus is the corpus file the folder opens (CorpusError when none).
+	Corpus      string `json:"corpus,omitempty"`
+	CorpusError string `json:"corpus_error,omitempty"`
+	// BM25 statistics (kind bm25).
+	Terms        int     `json:"terms,omitempty"`
+	AvgDocLength float32 `json:"avg_doc_length,omitempty"`
+	// Vectors describes the vector index (kind dense).
+	Vectors *search.IndexInfo `json:"vectors,omitempty"`
+	Bytes   int64             `json:"bytes_on_disk"`
+}
+
+// describeFolder reads an index folder's settings and its index files.
+func describeFolder(dir string) (folderInfo, error) {
+	s, err := search.ReadFolderSettings(dir)
+	if err != nil {
+		return folderInfo{}, err
+	}
+	info := folderInfo{Folder: dir, Settings: s}
+	paths, err := s.Paths(dir, "")
+	if err != nil {
+		info.CorpusError = err.Error()
+	}
+	info.Corpus = paths.Corpus
+	switch s.Kind {
+	case search.KindBM25:
+		if paths.Index == "" {
+			return info, err
+		}
+		ix, err := search.LoadBM25(paths.Index)
+		if err != nil {
+			return info, err
+		}
+		info.Terms, info.AvgDocLength = ix.NumTerms(), ix.AvgDocLength()
+	case search.KindDense:
+		if paths.Vectors == "" {
+			return info, err
+		}
+		ix, err := search.OpenIndex(paths.Vectors, nil)
+		if err != nil {
+			return info, err
+		}
+		d := search.Describe(ix)
+		ix.Close()
+		info.Vectors = &d
+	}
+	err = filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			info.Bytes += fi.Size()
+		}
+		return err
+	})
+	return info, err
 }

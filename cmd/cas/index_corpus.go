@@ -19,14 +19,24 @@ import (
 type denseFlags struct {
 	encoder, tokenizer string
 	batch, maxLen      int
+	corpus             string // overrides the folder's recorded corpus
+}
+
+// registerCorpus adds --corpus to a command that opens an index folder.
+func (d *denseFlags) registerCorpus(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&d.corpus, "corpus", "", "corpus JSONL file to use instead of the one the index folder records (a moved corpus)")
 }
 
 func (d *denseFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&d.encoder, "encoder", "", "E5/BERT encoder directory (dense folders; default: the one recorded in settings.json)")
-	f.StringVar(&d.tokenizer, "tokenizer", "", "tokenizer.json of the encoder (default: <encoder>/tokenizer.json)")
+	f.StringVar(&d.tokenizer, "encoder-tokenizer", "", "tokenizer.json of the encoder (default: <encoder>/tokenizer.json)")
 	f.IntVar(&d.batch, "encoder-batch", 32, "encoder batch size")
-	f.IntVar(&d.maxLen, "max-len", 256, "encoder maximum sequence length")
+	f.IntVar(&d.maxLen, "encoder-max-len", 256, "encoder maximum sequence length")
+	aliasFlag(cmd, "max-len", "encoder-max-len")
+	if f.Lookup("tokenizer") == nil {
+		aliasFlag(cmd, "tokenizer", "encoder-tokenizer")
+	}
 }
 
 // e5Encoder adapts bert.Encoder to search.Encoder (texts arrive with their
@@ -78,15 +88,19 @@ func openRetrieverFolder(dir string, d denseFlags) (search.ClosableRetriever, se
 		return nil, s, nil, err
 	}
 	var (
-		opt     search.OpenOptions
+		opt     = search.OpenOptions{Corpus: d.corpus}
 		release = func() {}
 	)
 	if s.Kind == search.KindDense {
+		paths, err := s.Paths(dir, d.corpus)
+		if err != nil {
+			return nil, s, nil, err
+		}
 		if d.encoder == "" {
-			d.encoder = s.Dense.Encoder
+			d.encoder = paths.Encoder
 		}
 		if d.tokenizer == "" {
-			d.tokenizer = s.Dense.Tokenizer
+			d.tokenizer = paths.Tokenizer
 		}
 		if s.Dense.MaxLength > 0 && d.maxLen == 256 {
 			d.maxLen = s.Dense.MaxLength
@@ -147,7 +161,7 @@ func runIndexBuildCorpus(cmd *cobra.Command, f *indexBuildFlags, c *corpusBuildF
 		s, err = search.BuildBM25Folder(cmd.Context(), c.corpus, f.out, search.BM25BuildOptions{
 			Analyzer: search.DefaultAnalyzerSettings(),
 			Params:   search.BM25Params{K1: c.k1, B: c.b},
-			Progress: cmd.ErrOrStderr(),
+			Progress: progressOut(cmd.ErrOrStderr()),
 		})
 	} else {
 		if f.f16 && f.sq8 {
@@ -166,7 +180,7 @@ func runIndexBuildCorpus(cmd *cobra.Command, f *indexBuildFlags, c *corpusBuildF
 			Embed: search.EmbedOptions{Chunk: c.chunk, Batch: 8 * c.dense.batch},
 			NList: f.ivf, NProbe: f.nprobe, TrainSize: f.trainSize,
 			KMeans:   search.KMeansOptions{Iterations: f.iterations, Seed: f.seed, Threads: f.threads},
-			Progress: cmd.ErrOrStderr(),
+			Progress: progressOut(cmd.ErrOrStderr()),
 		}
 		switch {
 		case f.f16:
@@ -204,6 +218,7 @@ type corpusSearchFlags struct {
 func (c *corpusSearchFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&c.queries, "query", nil, "query text (repeatable) against an index folder built with --corpus")
 	c.dense.register(cmd)
+	c.dense.registerCorpus(cmd)
 }
 
 // textSearchResult is one output line of `cas index search --query`.
@@ -227,6 +242,13 @@ func runIndexSearchQuery(cmd *cobra.Command, f *indexSearchFlags, c *corpusSearc
 	}
 	if f.k <= 0 {
 		return fmt.Errorf("index search: -k %d must be positive", f.k)
+	}
+	if !isIndexFolder(f.index) {
+		return fmt.Errorf("index search --query: %s is a bare vector index, not an index folder: it has no corpus to return "+
+			"passages from and no encoder to embed the query. Build a folder with `cas index build --corpus CORPUS.jsonl "+
+			"--encoder E5_DIR --out DIR` (or --bm25), or search this index with query vectors: "+
+			"`cas embed --encoder E5_DIR --in queries.jsonl --out q.f32 --prefix query` then `cas index search --index %s --vectors q.f32`",
+			f.index, f.index)
 	}
 	r, _, closeAll, err := openRetrieverFolder(f.index, c.dense)
 	if err != nil {

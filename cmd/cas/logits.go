@@ -27,7 +27,7 @@ not meaningful.`,
 				return err
 			}
 			defer be.Finalize()
-			m, err := qwen.Load(modelDir, be, qwen.LoadOptions{Progress: cmd.ErrOrStderr()})
+			m, err := qwen.Load(modelDir, be, qwen.LoadOptions{Progress: progressOut(cmd.ErrOrStderr())})
 			if err != nil {
 				return err
 			}

@@ -15,6 +15,7 @@ func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "cas",
 		Short:         "Conformalized Agentic Search in one Go binary",
+		Long:          "cas: Conformalized Agentic Search in one Go binary.\n\n" + flagVocabulary,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -56,6 +57,6 @@ const version = "0.1.0-dev"
 func main() {
 	if err := newRootCmd().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "cas:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }

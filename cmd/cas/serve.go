@@ -107,8 +107,10 @@ exit 0. A dense folder needs --encoder (and --tokenizer).`,
 	f.IntVar(&workers, "workers", 0, "concurrent batches (0: GOMAXPROCS)")
 	f.IntVar(&queueN, "queue", cfg.QueueSize, "waiting requests before 503s")
 	f.DurationVar(&grace, "grace", 30*time.Second, "how long shutdown waits for in-flight requests")
-	f.BoolVar(&quiet, "quiet", false, "do not log internal errors")
+	f.BoolVar(&quiet, "no-error-log", false, "do not log internal errors")
 	dense.register(cmd)
+	dense.registerCorpus(cmd)
+	aliasFlag(cmd, "quiet", "no-error-log")
 	_ = cmd.MarkFlagRequired("index")
 	return cmd
 }

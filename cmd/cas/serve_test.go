@@ -137,7 +137,7 @@ func TestCalibrateAPSCmd(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "qhat.json")
 	root := newRootCmd()
 	var stderr bytes.Buffer
-	root.SetArgs([]string{"calibrate", "aps", "--qa", qa, "--index", dir, "--topk", "20", "--alpha", "0.2",
+	root.SetArgs([]string{"calibrate", "aps", "--qa", qa, "--index", dir, "--candidates", "20", "--alpha", "0.2",
 		"--n", "150", "--test", "300", "--seed", "3", "--gold-only", "--temperature", "1", "--no-progress", "--out", out})
 	root.SetOut(io.Discard)
 	root.SetErr(&stderr)
@@ -147,6 +147,9 @@ func TestCalibrateAPSCmd(t *testing.T) {
 	raw, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if st, err := os.Stat(out); err != nil || st.Mode().Perm() != 0o644 {
+		t.Errorf("%s: mode %v, want 0644 (shareable)", out, st.Mode().Perm())
 	}
 	var rep struct {
 		QHat         float64 `json:"qhat"`
@@ -175,7 +178,7 @@ func TestCalibrateAPSCmd(t *testing.T) {
 	for _, args := range [][]string{
 		{"calibrate", "aps", "--index", dir},
 		{"calibrate", "aps", "--qa", qa},
-		{"calibrate", "aps", "--qa", qa, "--index", dir, "--server", "http://127.0.0.1:1"},
+		{"calibrate", "aps", "--qa", qa, "--index", dir, "--retriever", "http://127.0.0.1:1"},
 		{"calibrate", "aps", "--qa", qa, "--index", dir, "--alpha", "1.5"},
 		{"calibrate", "aps", "--qa", qa, "--index", dir, "--n", "5000"},
 		{"calibrate", "aps", "--qa", qa, "--index", dir, "--preset", "nope"},

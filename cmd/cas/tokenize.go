@@ -17,7 +17,7 @@ func newTokenizeCmd() *cobra.Command {
 		tokPath, in, out, family string
 		decode, chat, special    bool
 		skipSpecial, noGenPrompt bool
-		noThinking               bool
+		noThinking, think        bool
 	)
 	cmd := &cobra.Command{
 		Use:   "tokenize",
@@ -29,6 +29,7 @@ line to stdout (or, atomically, to --out):
   --chat    a JSON list of messages (or {"messages": [...],
             "add_generation_prompt": b, "enable_thinking": b}), rendered
             with the Qwen3/Qwen2.5 chat template      →  {"ids": [...]}
+            (Qwen3 thinking on unless --think=false, as in generate --chat)
   --decode  {"ids": [...]} (or a bare list)           →  a JSON string
 
 Special tokens written in the text (<|im_start|>, [CLS]) are recognised;
@@ -57,7 +58,7 @@ Errors name the input and line (invalid UTF-8, bad JSON).`,
 			case chat:
 				opts.Mode = tokenizer.JSONLChat
 			}
-			if noThinking {
+			if noThinking || !think {
 				off := false
 				opts.Chat.EnableThinking = &off
 			}
@@ -73,7 +74,7 @@ Errors name the input and line (invalid UTF-8, bad JSON).`,
 					return err
 				}
 				bar := progressbar.NewOptions64(st.Size(),
-					progressbar.OptionSetWriter(cmd.ErrOrStderr()),
+					progressbar.OptionSetWriter(progressOut(cmd.ErrOrStderr())),
 					progressbar.OptionSetDescription("tokenize"),
 					progressbar.OptionShowBytes(true), progressbar.OptionThrottle(100*time.Millisecond),
 					progressbar.OptionClearOnFinish())
@@ -97,9 +98,11 @@ Errors name the input and line (invalid UTF-8, bad JSON).`,
 	fl.StringVar(&out, "out", "", "output file, written atomically (default: stdout)")
 	fl.BoolVar(&decode, "decode", false, "decode {\"ids\": [...]} lines to text")
 	fl.BoolVar(&chat, "chat", false, "render message lists with the chat template, then encode")
-	fl.StringVar(&family, "family", "", "chat template family: qwen3 or qwen2.5 (default: detected)")
+	fl.StringVar(&family, "chat-template", "", "chat template family: qwen3 or qwen2.5 (default: detected)")
 	fl.BoolVar(&noGenPrompt, "no-generation-prompt", false, "with --chat: do not append the assistant header")
-	fl.BoolVar(&noThinking, "no-thinking", false, "with --chat: enable_thinking=false (Qwen3's empty think block)")
+	fl.BoolVar(&think, "think", true, "with --chat: Qwen3 thinking (--think=false: enable_thinking=false, the empty think block); the same default as generate --chat")
+	fl.BoolVar(&noThinking, "no-thinking", false, "with --chat: enable_thinking=false")
+	_ = fl.MarkDeprecated("no-thinking", "use --think=false")
 	fl.BoolVar(&special, "special", false, "add the post-processor's special tokens ([CLS] … [SEP])")
 	fl.BoolVar(&skipSpecial, "skip-special", false, "with --decode: drop special tokens")
 	return cmd

@@ -33,7 +33,7 @@ func TestTokenizeCmd(t *testing.T) {
 	}{
 		{"encode", "\"Hello, world!\"\n", []string{"--tokenizer", qwen}, "{\"ids\":[9707,11,1879,0]}\n"},
 		{"decode", "{\"ids\":[151644,9707,11,1879,0]}\n", []string{"--tokenizer", qwen, "--decode", "--skip-special"}, "\"Hello, world!\"\n"},
-		{"chat", "[{\"role\":\"user\",\"content\":\"Hi\"}]\n", []string{"--tokenizer", qwen, "--chat", "--no-thinking"},
+		{"chat", "[{\"role\":\"user\",\"content\":\"Hi\"}]\n", []string{"--tokenizer", qwen, "--chat", "--think=false"},
 			"{\"ids\":[151644,872,198,13048,151645,198,151644,77091,198,151667,271,151668,271]}\n"},
 		{"bert special", "\"query: hello world\"\n", []string{"--tokenizer", bertTok, "--special"}, "{\"ids\":[101,23032,1024,7592,2088,102]}\n"},
 	} {

@@ -1,17 +1,14 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -57,6 +54,8 @@ the run and keeps the last good checkpoint.`,
 			if cfgPath != "" && out == "" {
 				return errors.New("--config needs --out RUN_DIR")
 			}
+			in := newInterruptible(cmd.Context())
+			defer in.stop()
 			var cfg *train.Config
 			var err error
 			if cfgPath != "" {
@@ -80,7 +79,7 @@ the run and keeps the last good checkpoint.`,
 			defer be.Finalize()
 			opts := train.RunOptions{Backend: be, Retriever: retriever, Log: cmd.ErrOrStderr()}
 			if !quiet {
-				opts.Progress = cmd.ErrOrStderr()
+				opts.Progress = progressOut(cmd.ErrOrStderr())
 			}
 			var tr *train.Trainer
 			if cfgPath != "" {
@@ -91,12 +90,10 @@ the run and keeps the last good checkpoint.`,
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			err = tr.Run(ctx)
-			if errors.Is(err, context.Canceled) {
-				fmt.Fprintf(cmd.ErrOrStderr(), "\ninterrupted after step %d of %d; continue with: cas train --resume %s\n", tr.Step(), tr.Total(), tr.Dir())
-				return nil
+			err = tr.Run(in.ctx)
+			if err != nil && in.ctx.Err() != nil {
+				return in.interrupted(err, fmt.Sprintf("training stopped after step %d of %d:", tr.Step(), tr.Total()),
+					shellJoin([]string{os.Args[0], "train", "--resume", tr.Dir()}))
 			}
 			if err != nil {
 				return err
@@ -114,7 +111,8 @@ the run and keeps the last good checkpoint.`,
 	f.StringArrayVar(&sets, "set", nil, "override a config field: key=value (dotted YAML path; repeatable)")
 	f.StringVar(&out, "out", "", "run folder to create")
 	f.StringVar(&resume, "resume", "", "run folder to continue from its latest checkpoint")
-	f.BoolVar(&quiet, "quiet", false, "no progress bars")
+	f.BoolVar(&quiet, "no-progress", false, "no progress bars")
+	aliasFlag(cmd, "quiet", "no-progress")
 	cmd.AddCommand(newTrainBootstrapCmd(), newTrainExportPromptsCmd(), newTrainWarmStartCmd())
 	return cmd
 }
@@ -124,9 +122,9 @@ func openTrainRetriever(rc train.RetrieverConfig) (search.Retriever, func(), err
 	if rc.Server != "" {
 		return search.NewClient(rc.Server), func() {}, nil
 	}
-	r, _, closeAll, err := openRetrieverFolder(rc.Index, denseFlags{batch: 32, maxLen: 256})
+	r, _, closeAll, err := openRetrieverFolder(rc.Index, denseFlags{batch: 32, maxLen: 256, corpus: rc.Corpus})
 	if err != nil {
-		return nil, nil, fmt.Errorf("retriever.index %s: %w", rc.Index, err)
+		return nil, nil, fmt.Errorf("retriever.index %s: %w (a config names the corpus with retriever.corpus, e.g. --set retriever.corpus=PATH)", rc.Index, err)
 	}
 	return r, closeAll, nil
 }
@@ -160,7 +158,7 @@ that policy is its score (Eq. 6). The scores are written as one JSONL line
 			if err != nil {
 				return err
 			}
-			m, err := qwen.Load(cfg.Model.Path, be, qwen.LoadOptions{Progress: cmd.ErrOrStderr()})
+			m, err := qwen.Load(cfg.Model.Path, be, qwen.LoadOptions{Progress: progressOut(cmd.ErrOrStderr())})
 			if err != nil {
 				return err
 			}
@@ -321,7 +319,7 @@ trajectories). The result is a Hugging Face folder (--out) for model.path.`,
 				return err
 			}
 			defer be.Finalize()
-			m, err := qwen.Load(modelDir, be, qwen.LoadOptions{Progress: cmd.ErrOrStderr()})
+			m, err := qwen.Load(modelDir, be, qwen.LoadOptions{Progress: progressOut(cmd.ErrOrStderr())})
 			if err != nil {
 				return err
 			}
@@ -333,7 +331,7 @@ trajectories). The result is a Hugging Face folder (--out) for model.path.`,
 			if err != nil {
 				return err
 			}
-			cfg.Progress = cmd.ErrOrStderr()
+			cfg.Progress = progressOut(cmd.ErrOrStderr())
 			cfg.Optim.TotalSteps = cfg.Steps
 			res, err := train.WarmStart(m, examples, cfg)
 			if err != nil {
@@ -356,7 +354,8 @@ trajectories). The result is a Hugging Face folder (--out) for model.path.`,
 	f.StringVar(&data, "data", "", `JSONL file of {"question", "response"}`)
 	f.StringVar(&out, "out", "", "output model folder")
 	f.StringVar(&placement, "placement", "system-user", "prompt placement: system-user or user")
-	f.StringVar(&family, "chat-family", "", "chat template family (qwen2.5 or qwen3; default: the tokenizer's)")
+	f.StringVar(&family, "chat-template", "", "chat template family (qwen2.5 or qwen3; default: the tokenizer's)")
+	aliasFlag(cmd, "chat-family", "chat-template")
 	f.IntVar(&cfg.Steps, "steps", 200, "optimiser steps")
 	f.IntVar(&cfg.BatchSize, "batch", 16, "examples per step")
 	f.IntVar(&cfg.MicroBatch, "micro-batch", 0, "examples per forward/backward (0: the batch)")

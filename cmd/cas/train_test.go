@@ -41,11 +41,11 @@ checkpoint: {every: 1, keep: 2}
 		t.Fatal(err)
 	}
 	run := filepath.Join(dir, "run")
-	stdout, stderr, err := runCas(t, "train", "--config", cfgPath, "--out", run, "--quiet")
+	stdout, stderr, err := runCas(t, "train", "--config", cfgPath, "--out", run, "--no-progress")
 	if err != nil || !strings.Contains(stdout, "trained 2 of 2 steps") {
 		t.Fatalf("train: %v\n%s\n%s", err, stdout, stderr)
 	}
-	stdout, stderr, err = runCas(t, "train", "--resume", run, "--set", "steps=3", "--quiet")
+	stdout, stderr, err = runCas(t, "train", "--resume", run, "--set", "steps=3", "--no-progress")
 	if err != nil || !strings.Contains(stdout, "trained 3 of 3 steps") {
 		t.Fatalf("resume: %v\n%s\n%s", err, stdout, stderr)
 	}

@@ -52,7 +52,7 @@ override the preset.`,
 				cfg.TwoHopFraction = twoHop
 			}
 			start := time.Now()
-			bar := progressbar.NewOptions(3, progressbar.OptionSetWriter(cmd.ErrOrStderr()),
+			bar := progressbar.NewOptions(3, progressbar.OptionSetWriter(progressOut(cmd.ErrOrStderr())),
 				progressbar.OptionSetDescription("generating world"), progressbar.OptionClearOnFinish())
 			fail := func(err error) error {
 				bar.Clear()
