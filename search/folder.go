@@ -61,7 +61,7 @@ type DenseSettings struct {
 	QueryPrefix   string `json:"query_prefix"`
 	PassagePrefix string `json:"passage_prefix"`
 	Dim           int    `json:"dim"`
-	VectorIndex   string `json:"vector_index"` // file or folder, relative to the folder
+	VectorIndex   string `json:"vector_index"` // file or folder: relative to the folder when inside it, else absolute (an imported FAISS file)
 	MaxLength     int    `json:"max_length,omitempty"`
 }
 
@@ -134,7 +134,7 @@ func (s FolderSettings) Paths(dir, corpus string) (FolderPaths, error) {
 	case KindBM25:
 		p.Index, err = relpath.Inside(dir, "index", s.Index)
 	case KindDense:
-		if p.Vectors, err = relpath.Inside(dir, "dense.vector_index", s.Dense.VectorIndex); err == nil && s.Dense.Encoder != "" {
+		if p.Vectors, err = relpath.InsideOrAbs(dir, "dense.vector_index", s.Dense.VectorIndex); err == nil && s.Dense.Encoder != "" {
 			if p.Encoder, err = relpath.InsideOrAbs(dir, "dense.encoder", s.Dense.Encoder); err == nil && s.Dense.Tokenizer != "" {
 				p.Tokenizer, err = relpath.InsideOrAbs(dir, "dense.tokenizer", s.Dense.Tokenizer)
 			}

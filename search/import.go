@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/cas-engine/cas/internal/relpath"
 )
 
 // Importing Search-R1's published retrieval assets: wiki-18.jsonl (one
@@ -17,7 +19,8 @@ import (
 // the FAISS file's path, and opening the folder memory-maps the file in
 // place (OpenIndex), so the 65 GB are never copied or read into the heap.
 // The folder is an ordinary dense folder (FolderSettings kind "dense") whose
-// dense.vector_index is the FAISS file's path relative to the folder.
+// dense.vector_index is the FAISS file's absolute path (relative when the
+// file lies inside the folder), by the one path rule of internal/relpath.
 
 // ImportOptions configure ImportFAISSFolder.
 type ImportOptions struct {
@@ -123,10 +126,17 @@ func ImportFAISSFolder(ctx context.Context, faissPath, corpusPath, dir string, o
 		cleanup()
 		return FolderSettings{}, err
 	}
-	rel, err := filepath.Rel(absDir, absFAISS)
-	if err != nil {
-		rel = absFAISS
+	// The one path rule (internal/relpath): a file inside the folder is
+	// recorded relative to it, anything else (the FAISS file imported in
+	// place, the corpus, the encoder) absolute.
+	var rec [4]string
+	for i, p := range []string{absFAISS, absCorpus, opt.EncoderPath, opt.TokenizerPath} {
+		if rec[i], err = relpath.Store(absDir, "", p); err != nil {
+			cleanup()
+			return FolderSettings{}, fmt.Errorf("import: %w", err)
+		}
 	}
+	rel := rec[0]
 	if opt.converts() {
 		if err := os.MkdirAll(vectors, 0o755); err != nil {
 			cleanup()
@@ -144,9 +154,9 @@ func ImportFAISSFolder(ctx context.Context, faissPath, corpusPath, dir string, o
 		rel = VectorsDir
 	}
 	s := FolderSettings{
-		Kind: KindDense, Corpus: absCorpus, Offsets: OffsetsFile, Docs: rows,
+		Kind: KindDense, Corpus: rec[1], Offsets: OffsetsFile, Docs: rows,
 		Dense: &DenseSettings{
-			Encoder: opt.EncoderPath, Tokenizer: opt.TokenizerPath,
+			Encoder: rec[2], Tokenizer: rec[3],
 			QueryPrefix: prefixOr(opt.QueryPrefix, opt.NoQueryPrefix, E5QueryPrefix), PassagePrefix: prefixOr(opt.PassagePrefix, opt.NoPassagePrefix, E5PassagePrefix),
 			Dim: d, VectorIndex: rel, MaxLength: opt.MaxLength,
 		},

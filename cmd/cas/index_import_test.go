@@ -202,7 +202,7 @@ func TestIndexImportEndToEnd(t *testing.T) {
 		} `json:"dense"`
 	}
 	raw, _ = os.ReadFile(filepath.Join(wd, "e5", "settings.json"))
-	if err := json.Unmarshal(raw, &s); err != nil || s.Dense.VectorIndex != "../e5_Flat.index" || s.Dense.QueryPrefix != "query: " {
+	if err := json.Unmarshal(raw, &s); err != nil || s.Dense.VectorIndex != filepath.Join(wd, "e5_Flat.index") || s.Dense.QueryPrefix != "query: " {
 		t.Errorf("settings.json: %s (%v)", raw, err)
 	}
 	if st, err := os.Stat(filepath.Join(wd, "e5_Flat.index")); err != nil || st.Size() != int64(4*len(x)+45) {
