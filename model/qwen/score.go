@@ -48,7 +48,7 @@ func TokenLogProbs(ctx *context.Context, c *Config, ids, mask, respMask *graph.N
 	}
 	hidden := hiddenStates(c, w, ids, mask) // [B, T, D]
 	head := w.lmHead()                      // [V, D]
-	logits := linear(hidden, head, nil)     // [B, T, V]
+	logits := graph.ConvertDType(linear(hidden, head, nil), dtypes.Float32) // [B, T, V]
 	if tau != 1 {
 		logits = graph.DivScalar(logits, tau)
 	}
@@ -63,7 +63,7 @@ func TokenLogProbs(ctx *context.Context, c *Config, ids, mask, respMask *graph.N
 		graph.Zeros(g, shapes.Make(dtypes.Int32, b, 1)),
 	}, 1) // [B, T]
 	rows := graph.Gather(head, graph.ExpandAxes(next, -1)) // [B, T, D]
-	target := graph.Einsum("btd,btd->bt", hidden, rows)    // [B, T]
+	target := graph.ConvertDType(graph.Einsum("btd,btd->bt", hidden, rows), dtypes.Float32) // [B, T]
 	if tau != 1 {
 		target = graph.DivScalar(target, tau)
 	}
