@@ -17,6 +17,7 @@ import (
 
 	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/conformal"
+	"github.com/cas-engine/cas/model/qwen"
 )
 
 // Config is one training run, read from one YAML file (configs/*.yaml) with
@@ -58,6 +59,10 @@ type ModelConfig struct {
 	// ChatFamily overrides the tokenizer's chat template family ("qwen2.5"
 	// or "qwen3"); Qwen3 always renders with thinking disabled.
 	ChatFamily string `yaml:"chat_family"`
+	// Precision is "f32" (the default) or "bf16": mixed precision, bf16
+	// weights and activations in the graphs with f32 master weights and
+	// AdamW state (see train/precision.go; memory in configs/README.md).
+	Precision string `yaml:"precision"`
 }
 
 // DataConfig names the training prompts.
@@ -454,6 +459,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Model.Path == "" {
 		bad("model.path is required")
+	}
+	if _, err := qwen.ParsePrecision(c.Model.Precision); err != nil {
+		bad("model.precision: %v", err)
 	}
 	if len(c.Data.Train) == 0 {
 		bad("data.train is required")
