@@ -3,7 +3,7 @@
 #
 #   gpu/bundle.sh [--out bin/gpu-bundle] [--tags xla|none]
 #
-# Builds, stripped (-s -w, -trimpath), the cas binary and the test binaries
+# Builds, stripped (-ldflags "-s -w"), the cas binary and the test binaries
 # (go test -c) of model/qwen, model/bert and train; gzips them into
 # OUT/bin; copies the shared files those tests and `cas bench gpu` read
 # (golden/{qwen2-tiny,qwen3-tiny,bert-tiny,grpo}, the Qwen tokenizer,
@@ -41,7 +41,7 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 rm -rf "$OUT/bin" "$OUT/shared"
 mkdir -p "$OUT/bin" "$OUT/shared/golden" "$OUT/shared/tokenizers/qwen3"
-LDFLAGS=(-trimpath -ldflags '-s -w')
+LDFLAGS=(-ldflags '-s -w')
 cd "$ROOT"
 echo "bundle: building cas (${TAGS}) …"
 $GO build "${TAGFLAGS[@]}" "${LDFLAGS[@]}" -o "$TMP/cas" ./cmd/cas
