@@ -198,8 +198,8 @@ type GRPOOptions struct {
 	// Tokenizer is a tokenizer.json (the Qwen one for the real shapes);
 	// empty trains the synthetic world's small BPE tokenizer.
 	Tokenizer string
-	Prompts   int            // prompts per step (0: 8)
-	Group     int            // trajectories per prompt (0: 5)
+	Prompts   int // prompts per step (0: 8)
+	Group     int // trajectories per prompt (0: 5)
 	// MaxTurnTokens and MaxTurns bound each generation (0: the paper's).
 	MaxTurnTokens, MaxTurns int
 	// MicroBatch is the trajectories per forward/backward (0: 8).
