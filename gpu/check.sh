@@ -9,7 +9,8 @@
 # package (xla_cuda_plugin.so) and the pip nvidia-* libraries, and runs on
 # GOMLX_BACKEND=xla:<plugin>,preallocate=false with GOMLX_NO_AUTO_INSTALL=1.
 # --backend gocpu is the CPU rehearsal (tiny shapes; a test runs it in CI).
-# Parts, each under its own time limit (the whole ≈ 8 min on an H200):
+# Parts, each under its own time limit, all within CAS_CHECK_BUDGET seconds
+# (xla: 500, so that one 600 s device call returns with the report):
 #   (a) golden tests: Qwen2/Qwen3 logits, greedy, bf16, cache vs full
 #       forward, generation log-probs vs scoring, gradients; BERT; the GRPO
 #       loss cases and learner steps incl. mixed precision
@@ -51,6 +52,9 @@ mkdir -p "$OUTDIR" || exit 2
 OUTDIR=$(cd "$OUTDIR" && pwd)
 START=$(date +%s)
 log() { echo "[check $(( $(date +%s) - START ))s] $*"; }
+# within N: N seconds, or what is left of the whole check's budget (BUDGET
+# seconds from the start, less 10 for the report), at least 5.
+within() { local left=$(( BUDGET - ($(date +%s) - START) - 10 )); [ "$left" -lt "$1" ] && echo $(( left > 5 ? left : 5 )) || echo "$1"; }
 
 # --- unpack the bundle into a scratch folder ---------------------------------
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/cas-gpu-check.XXXXXX") || exit 2
@@ -76,12 +80,28 @@ CAS="$WORK/bin/cas"
 for b in cas qwen.test bert.test train.test; do
   [ -x "$WORK/bin/$b" ] || { echo "check.sh: bundle lacks bin/$b" >&2; exit 2; }
 done
+if ! "$CAS" version >/dev/null 2>"$WORK/start.err"; then
+  echo "check.sh: the bundled cas does not start here: $(cat "$WORK/start.err")" >&2
+  echo "check.sh: (the cgo binaries need glibc >= 2.34; this machine has: $(ldd --version 2>&1 | head -n 1))" >&2
+  exit 2
+fi
 
 # --- backend -------------------------------------------------------------------
 if [ "$BACKEND" = xla ]; then
+  if [ -z "$PLUGIN" ] && command -v python3 >/dev/null 2>&1; then
+    # The jax_plugins namespace package of jax-cuda*-pjrt, on python3's path.
+    PLUGIN=$(python3 - <<'PY' 2>/dev/null
+import glob, os, sys
+for p in sys.path:
+    for f in sorted(glob.glob(os.path.join(p, "jax_plugins", "*", "xla_cuda_plugin.so")), reverse=True):
+        print(f); sys.exit(0)
+PY
+)
+  fi
   if [ -z "$PLUGIN" ]; then
-    PLUGIN=$(find / -xdev -name xla_cuda_plugin.so -path '*jax_plugins*' 2>/dev/null | head -n 1)
-    [ -n "$PLUGIN" ] || PLUGIN=$(find / -xdev \( -name xla_cuda_plugin.so -o -name pjrt_c_api_cuda_plugin.so \) 2>/dev/null | head -n 1)
+    PRUNE=(\( -path /proc -o -path /sys -o -path /dev -o -path /run \) -prune -o)
+    PLUGIN=$(find / "${PRUNE[@]}" -name xla_cuda_plugin.so -path '*jax_plugins*' -print 2>/dev/null | head -n 1)
+    [ -n "$PLUGIN" ] || PLUGIN=$(find / "${PRUNE[@]}" \( -name xla_cuda_plugin.so -o -name pjrt_c_api_cuda_plugin.so \) -print 2>/dev/null | head -n 1)
   fi
   if [ -z "$PLUGIN" ] || [ ! -f "$PLUGIN" ]; then
     echo "check.sh: no xla_cuda_plugin.so found (pip install jax-cuda13-pjrt, or pass --plugin PATH)" >&2
@@ -109,18 +129,18 @@ if [ "$BACKEND" = xla ]; then
   BENCH_ARGS=(--shapes qwen2.5-0.5b,qwen2.5-3b --batches 1,64 --prompt-len 512 --new-tokens 64
     --grpo-shape qwen2.5-0.5b --grpo-precision bf16 --prompts 8 --group 5
     --tokenizer "$CAS_SHARED/tokenizers/qwen3/tokenizer.json"
-    --decode-timeout 150s --grpo-timeout 200s --timeout 330s)
-  T_TEST=100; T_HF=150; T_BENCH=345
+    --decode-timeout 120s --grpo-timeout 200s)
+  T_TEST=75; T_HF=120; BUDGET=${CAS_CHECK_BUDGET:-500}
 else
   export GOMLX_BACKEND=gocpu
   BENCH_ARGS=(--shapes tiny --batches 1,4 --prompt-len 64 --new-tokens 8
     --grpo-shape tiny --grpo-precision bf16 --prompts 2 --group 2 --max-turn-tokens 16
-    --decode-timeout 60s --grpo-timeout 90s --timeout 150s)
-  T_TEST=120; T_HF=120; T_BENCH=160
+    --decode-timeout 60s --grpo-timeout 90s)
+  T_TEST=120; T_HF=120; BUDGET=${CAS_CHECK_BUDGET:-400}
 fi
 BENCH_ARGS+=(${CAS_BENCH_ARGS:-})
 
-log "bundle $BUNDLE, backend $GOMLX_BACKEND, output $OUTDIR"
+log "bundle $BUNDLE, backend $GOMLX_BACKEND, output $OUTDIR, budget ${BUDGET}s"
 log "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-} XLA_FLAGS=${XLA_FLAGS:-}"
 if command -v nvidia-smi >/dev/null 2>&1; then
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUTDIR/device.txt"
@@ -140,7 +160,7 @@ if [ $DRY = 1 ]; then
     echo "  timeout $T_TEST $WORK/bin/${t%%:*} -test.v -test.count=1 -test.run '${t#*:}'"
   done
   echo "  timeout $T_HF python3 $BUNDLE/hf_check.py --cas $CAS --out $OUTDIR/hf_check.json"
-  echo "  timeout $T_BENCH $CAS bench gpu ${BENCH_ARGS[*]} --out $OUTDIR/bench.json"
+  echo "  timeout <left of ${BUDGET}s> $CAS bench gpu ${BENCH_ARGS[*]} --timeout <that, less 10>s --out $OUTDIR/bench.json"
   exit 0
 fi
 
@@ -151,7 +171,7 @@ run_tests() { # name regex
   local name=$1 re=$2 rc t0
   t0=$(date +%s)
   log "(a) $name -test.run '$re'"
-  (cd "$WORK" && timeout "$T_TEST" "$WORK/bin/$name.test" -test.v -test.count=1 -test.run "$re") >"$OUTDIR/test_$name.log" 2>&1
+  (cd "$WORK" && timeout "$(within "$T_TEST")" "$WORK/bin/$name.test" -test.v -test.count=1 -test.run "$re") >"$OUTDIR/test_$name.log" 2>&1
   rc=$?
   local pass fail skip
   pass=$(grep -c -- '^--- PASS' "$OUTDIR/test_$name.log")
@@ -171,7 +191,7 @@ HF_STATUS=skipped
 if python3 -c 'import torch, transformers, safetensors' >/dev/null 2>&1; then
   log "(b) hf_check.py (torch $(python3 -c 'import torch; print(torch.__version__)'), transformers $(python3 -c 'import transformers; print(transformers.__version__)'))"
   DEV=cpu; [ "$BACKEND" = xla ] && DEV=cuda
-  timeout "$T_HF" python3 "$BUNDLE/hf_check.py" --cas "$CAS" --out "$OUTDIR/hf_check.json" --work "$WORK/hf" --torch-device "$DEV" 2>&1 | tee "$OUTDIR/hf_check.log"
+  timeout "$(within "$T_HF")" python3 "$BUNDLE/hf_check.py" --cas "$CAS" --out "$OUTDIR/hf_check.json" --work "$WORK/hf" --torch-device "$DEV" 2>&1 | tee "$OUTDIR/hf_check.log"
   rc=$?
   if [ $rc = 0 ]; then HF_STATUS=passed; else HF_STATUS="failed (exit $rc)"; FAILED+=("hf_check (exit $rc)"); fi
 else
@@ -179,6 +199,8 @@ else
 fi
 
 # --- (c, d) decode and GRPO figures --------------------------------------------------
+T_BENCH=$(within 100000)
+BENCH_ARGS+=(--timeout "$(( T_BENCH > 15 ? T_BENCH - 10 : 5 ))s")
 log "(c,d) cas bench gpu ${BENCH_ARGS[*]}"
 timeout "$T_BENCH" "$CAS" bench gpu "${BENCH_ARGS[@]}" --out "$OUTDIR/bench.json" 2>&1 | tee "$OUTDIR/bench.log"
 rc=$?

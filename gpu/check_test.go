@@ -126,6 +126,32 @@ func TestCheckRehearsal(t *testing.T) {
 		t.Fatalf("dry run: %v\n%s", err, out)
 	}
 
+	// The xla branch's discovery on a fake pip layout: the plugin given, the
+	// nvidia-* libraries on LD_LIBRARY_PATH, the CUDA data dir in XLA_FLAGS.
+	site := filepath.Join(tmp, "site-packages")
+	plugin := filepath.Join(site, "jax_plugins", "xla_cuda13", "xla_cuda_plugin.so")
+	for _, f := range []string{plugin, filepath.Join(site, "nvidia", "cu13", "lib", "libcudart.so.13"),
+		filepath.Join(site, "nvidia", "cu13", "nvvm", "libdevice", "libdevice.10.bc")} {
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err = run(t, work, nil, "bash", filepath.Join(bundle, "check.sh"), "--plugin", plugin, "--dry-run")
+	for _, want := range []string{
+		"backend xla:" + plugin + ",preallocate=false",
+		"LD_LIBRARY_PATH=" + filepath.Join(site, "nvidia", "cu13", "lib"),
+		"XLA_FLAGS=--xla_gpu_cuda_data_dir=" + filepath.Join(site, "nvidia", "cu13"),
+		"bench gpu --shapes qwen2.5-0.5b,qwen2.5-3b --batches 1,64",
+		"--grpo-shape qwen2.5-0.5b --grpo-precision bf16 --prompts 8 --group 5",
+	} {
+		if err != nil || !strings.Contains(out, want) {
+			t.Errorf("xla dry run lacks %q (err %v):\n%s", want, err, out)
+		}
+	}
+
 	// The rehearsal, from a fresh folder with a relative output path.
 	out, err = run(t, work, nil, "bash", filepath.Join(bundle, "check.sh"), "--backend", "gocpu", "--out", "out")
 	if err != nil {
