@@ -22,7 +22,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,6 +30,7 @@ import (
 
 	"github.com/gomlx/gomlx/backends"
 
+	"github.com/cas-engine/cas/bench"
 	"github.com/cas-engine/cas/bench/cpubench"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/tokenizer"
@@ -426,7 +426,7 @@ func (s *MemSampler) Peak() (int64, string) {
 		return 0, ""
 	}
 	if !s.gpu {
-		return peakRSS(), "process peak RSS (VmHWM)"
+		return bench.PeakRSS(), "process peak RSS (VmHWM)"
 	}
 	time.Sleep(120 * time.Millisecond) // one more sample
 	s.mu.Lock()
@@ -440,55 +440,6 @@ func (s *MemSampler) Close() {
 		s.cancel()
 		_ = s.cmd.Wait()
 	}
-}
-
-func peakRSS() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			f := strings.Fields(rest)
-			if len(f) == 2 {
-				kb, _ := strconv.ParseInt(f[0], 10, 64)
-				return kb << 10
-			}
-		}
-	}
-	return 0
-}
-
-// Device describes the accelerator: nvidia-smi's name and memory of GPU 0,
-// or the CPU count.
-func Device() string {
-	out, err := exec.Command("nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader").Output()
-	if err == nil {
-		return strings.TrimSpace(strings.Split(string(out), "\n")[0])
-	}
-	return fmt.Sprintf("CPU (%d cores, %s/%s)", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH)
-}
-
-// HBMBandwidth returns the GPU memory bandwidth in bytes/s: gbps·1e9 when
-// gbps > 0, else the datasheet figure of the GPU Device names, else 0.
-func HBMBandwidth(gbps float64) float64 {
-	if gbps > 0 {
-		return gbps * 1e9
-	}
-	name := strings.ToUpper(Device())
-	for _, gpu := range []struct {
-		key  string
-		gbps float64
-	}{ // datasheet HBM/GDDR bandwidth, GB/s
-		{"H200", 4800}, {"H100 NVL", 3900}, {"H100 PCIE", 2000}, {"H100", 3350}, {"GH200", 4000},
-		{"A100-SXM4-80GB", 2039}, {"A100 80GB PCIE", 1935}, {"A100", 1555},
-		{"L40S", 864}, {"L40", 864}, {"RTX 4090", 1008}, {"A10G", 600}, {"A10", 600}, {"L4", 300}, {"T4", 320},
-	} {
-		if strings.Contains(name, gpu.key) {
-			return gpu.gbps * 1e9
-		}
-	}
-	return 0
 }
 
 // Report is everything one `cas bench gpu` run measured.

@@ -88,8 +88,8 @@ when a part fails: its error is listed and the exit status is 1).`,
 			defer be.Finalize()
 			logw := cmd.ErrOrStderr()
 			start := time.Now()
-			r := &gpubench.Report{Backend: be.Name(), Device: gpubench.Device(), StartedAt: start.UTC().Format(time.RFC3339)}
-			bw := gpubench.HBMBandwidth(hbmGBps)
+			r := &gpubench.Report{Backend: be.Name(), Device: backend.Device(), StartedAt: start.UTC().Format(time.RFC3339)}
+			bw := backend.HBMBandwidth(hbmGBps, "")
 			r.HBMGBps = bw / 1e9
 			fmt.Fprintf(logw, "bench gpu: backend %s, device %s, bandwidth %.0f GB/s\n", r.Backend, r.Device, r.HBMGBps)
 			mem := gpubench.NewMemSampler()
