@@ -129,6 +129,7 @@ func Decode(b backends.Backend, opt DecodeOptions, bandwidth float64) (*DecodeRo
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", opt.Shape, err)
 	}
+	defer m.Close()
 	bytesPer := int64(4)
 	if opt.Precision == qwen.PrecisionBF16 {
 		bytesPer = 2
@@ -297,6 +298,8 @@ func GRPOStep(ctx context.Context, b backends.Backend, opt GRPOOptions, mem *Mem
 	if in.Policy, in.Reference, err = train.BenchModels(cfg, b, qwen.Precision(tc.Model.Precision), opt.Seed+1); err != nil {
 		return nil, fmt.Errorf("%s: %w", opt.Shape, err)
 	}
+	defer in.Policy.Close()
+	defer in.Reference.Close()
 	for i := range 64 {
 		in.Bootstrap = append(in.Bootstrap, 4+4*float64(i)/63)
 	}

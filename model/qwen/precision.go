@@ -120,3 +120,22 @@ func toF32(t *tensors.Tensor) *tensors.Tensor {
 	})
 	return out
 }
+
+// Close releases the model's compiled graphs and every variable of its
+// context (the weights, and whatever else a trainer put there, such as
+// optimiser state) on the backend, so that a benchmark can build the next
+// model in the memory this one used. The model is unusable afterwards.
+func (m *Model) Close() {
+	m.mu.Lock()
+	for _, e := range m.scoreExecs {
+		e.Finalize()
+	}
+	m.scoreExecs = nil
+	m.mu.Unlock()
+	for _, e := range []interface{ Finalize() }{m.logitsExec, m.stepExec, m.selectExec} {
+		if e != nil {
+			e.Finalize()
+		}
+	}
+	m.ctx.Finalize()
+}
