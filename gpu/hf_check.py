@@ -140,7 +140,16 @@ def main():
             d = os.path.join(a.work, name)
             if dtype == "bf16":
                 model = model.to(torch.bfloat16)
-            model.save_pretrained(d, safe_serialization=True)
+            try:
+                model.save_pretrained(d, safe_serialization=True)
+            except TypeError:  # transformers versions that always write safetensors
+                model.save_pretrained(d)
+            if not os.path.exists(os.path.join(d, "model.safetensors")):
+                raise RuntimeError(f"save_pretrained wrote no model.safetensors in {d}: {os.listdir(d)}")
+            with open(os.path.join(d, "config.json")) as f:
+                saved = json.load(f)
+            rec["saved_config"] = {k: saved.get(k) for k in ("rope_theta", "rope_parameters", "tie_word_embeddings",
+                                                              "head_dim", "dtype", "torch_dtype", "use_sliding_window")}
             ids, mask = inputs(kw["vocab_size"], seed=200 + i)
             in_path = os.path.join(d, "inputs.safetensors")
             save_file({"input_ids": ids, "attention_mask": mask}, in_path)
