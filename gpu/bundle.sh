@@ -29,8 +29,8 @@ while [ $# -gt 0 ]; do
 done
 SHARED=${CAS_SHARED:-$(dirname "$ROOT")/shared}
 case "$TAGS" in
-  xla) export CGO_ENABLED=1; TAGFLAGS=(-tags xla) ;;
-  none) export CGO_ENABLED=0; TAGFLAGS=() ;;
+  xla) export CGO_ENABLED=1; TAGFLAGS=(-tags xla); GZ=-9 ;;
+  none) export CGO_ENABLED=0; TAGFLAGS=(); GZ=-1 ;; # the rehearsal: size matters less than time
   *) echo "bundle.sh: --tags $TAGS: want xla or none" >&2; exit 2 ;;
 esac
 for d in golden/qwen2-tiny golden/qwen3-tiny golden/bert-tiny golden/grpo tokenizers/qwen3/tokenizer.json; do
@@ -50,9 +50,9 @@ for pkg in model/qwen model/bert train; do
   echo "bundle: building $name.test …"
   $GO test -c "${TAGFLAGS[@]}" "${LDFLAGS[@]}" -o "$TMP/$name.test" "./$pkg"
 done
-for f in "$TMP"/*; do gzip -9 -n -c "$f" >"$OUT/bin/$(basename "$f").gz"; done
+for f in "$TMP"/*; do gzip $GZ -n -c "$f" >"$OUT/bin/$(basename "$f").gz"; done
 for d in qwen2-tiny qwen3-tiny bert-tiny grpo; do cp -r "$SHARED/golden/$d" "$OUT/shared/golden/$d"; done
-gzip -9 -n -c "$SHARED/tokenizers/qwen3/tokenizer.json" >"$OUT/shared/tokenizers/qwen3/tokenizer.json.gz"
+gzip $GZ -n -c "$SHARED/tokenizers/qwen3/tokenizer.json" >"$OUT/shared/tokenizers/qwen3/tokenizer.json.gz"
 cp gpu/check.sh gpu/hf_check.py "$OUT/"
 chmod +x "$OUT/check.sh"
 {
