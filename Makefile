@@ -6,7 +6,7 @@ CAS_SHARED ?= $(abspath ../shared)
 export CGO_ENABLED ?= 0
 export CAS_SHARED
 
-.PHONY: build test bench demo lint fuzz gpu-check clean
+.PHONY: build test bench demo lint fuzz gpu-check gpu-bundle clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/cas
@@ -56,6 +56,14 @@ gpu-check:
 		-run 'TestGolden|TestCacheMatchesFullForward|TestGenerateLogProbsMatchScore|TestScoreGradient' ./model/qwen/
 	CGO_ENABLED=1 GOMLX_BACKEND=$(GPU_BACKEND) $(GO) test -tags xla -count=1 -run '^$$' \
 		-bench '(Prefill|Decode)/qwen-0.5B' -benchtime 64x -timeout 30m ./model/qwen/
+
+# GPU bundle: the xla-tagged cas and test binaries (cgo, stripped, gzipped;
+# the first cgo build of go-xla takes minutes), the golden files they read,
+# gpu/check.sh and gpu/hf_check.py in one folder under 64 MiB that a device
+# call carries; on the GPU machine: `bash bin/gpu-bundle/check.sh --out $$OUT`.
+# gpu/check_test.go rehearses the same layout on gocpu in `make test`.
+gpu-bundle:
+	bash gpu/bundle.sh --tags xla --out bin/gpu-bundle
 
 clean:
 	rm -rf bin

@@ -22,6 +22,7 @@ import (
 
 	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/conformal"
+	"github.com/cas-engine/cas/model/qwen"
 )
 
 // Config is one training run, read from one YAML file (configs/*.yaml) with
@@ -66,6 +67,10 @@ type ModelConfig struct {
 	// accepted key.
 	ChatFamily       string `yaml:"chat_template"`
 	LegacyChatFamily string `yaml:"chat_family,omitempty"`
+	// Precision is "f32" (the default) or "bf16": mixed precision, bf16
+	// weights and activations in the graphs with f32 master weights and
+	// AdamW state (see train/precision.go; memory in configs/README.md).
+	Precision string `yaml:"precision"`
 }
 
 // DataConfig names the training prompts.
@@ -608,6 +613,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Model.Path == "" {
 		bad("model.path is required")
+	}
+	if _, err := qwen.ParsePrecision(c.Model.Precision); err != nil {
+		bad("model.precision: %v", err)
 	}
 	if len(c.Data.Train) == 0 {
 		bad("data.train is required")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"sync"
 	"testing"
 
 	"github.com/gomlx/gomlx/backends"
@@ -58,9 +59,13 @@ func loadLossCases(t testing.TB) []lossCase {
 	return file.Cases
 }
 
+// sharedBackend is the one backend of this package's tests: on XLA each
+// backend is a PJRT client with its own device state, too costly per test.
+var sharedBackend = sync.OnceValues(backend.New)
+
 func testBackend(t testing.TB) backends.Backend {
 	t.Helper()
-	b, err := backend.New()
+	b, err := sharedBackend()
 	if err != nil {
 		t.Fatalf("backend: %v", err)
 	}

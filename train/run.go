@@ -108,7 +108,7 @@ func startTrainer(c *Config, runDir string, opts RunOptions) (*Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	policy, err := qwen.Load(c.Model.Path, opts.Backend, qwen.LoadOptions{Progress: opts.Progress})
+	policy, err := qwen.Load(c.Model.Path, opts.Backend, policyLoadOptions(c.precision(), opts.Progress))
 	if err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
@@ -173,7 +173,7 @@ func ResumeTrainer(runDir string, sets []string, opts RunOptions) (*Trainer, err
 	if err != nil {
 		return nil, err
 	}
-	if t.policy, err = qwen.Load(ckpt, opts.Backend, qwen.LoadOptions{Progress: opts.Progress}); err != nil {
+	if t.policy, err = qwen.Load(ckpt, opts.Backend, policyLoadOptions(cfg.precision(), opts.Progress)); err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
 	if err := RestoreOptimizerState(t.policy.Context(), ckpt); err != nil {
@@ -265,7 +265,7 @@ func (t *Trainer) loadReference() error {
 	if t.cfg.GRPO.KLCoef == 0 {
 		return nil
 	}
-	ref, err := qwen.Load(path, t.opts.Backend, qwen.LoadOptions{Progress: t.opts.Progress})
+	ref, err := qwen.Load(path, t.opts.Backend, referenceLoadOptions(t.cfg.precision(), t.opts.Progress))
 	if err != nil {
 		return fmt.Errorf("reference model: %w", err)
 	}

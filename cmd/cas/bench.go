@@ -22,6 +22,7 @@ func newBenchCmd() *cobra.Command {
 		newBenchIndexCmd(),
 		newBenchServeCmd(),
 		newBenchCPUCmd(),
+		newBenchGPUCmd(),
 	)
 	return cmd
 }

@@ -10,7 +10,7 @@ import (
 )
 
 func newLogitsCmd() *cobra.Command {
-	var modelDir, in, out string
+	var modelDir, in, out, precision string
 	cmd := &cobra.Command{
 		Use:   "logits",
 		Short: "Write the logits of a Qwen model for a batch of token ids",
@@ -19,15 +19,20 @@ func newLogitsCmd() *cobra.Command {
 full forward pass of the Qwen2/Qwen3 model in --model, and writes the float32
 tensor "logits" [batch, seq_len, vocab] to --out (atomically), so the numbers
 can be diffed against another implementation. Logits at padded positions are
-not meaningful.`,
+not meaningful. --precision bf16 keeps the weights and activations in
+bfloat16 (as a bf16 model runs in transformers); the default f32 upcasts.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := qwen.ParsePrecision(precision)
+			if err != nil {
+				return fmt.Errorf("--precision: %w", err)
+			}
 			be, err := backend.New()
 			if err != nil {
 				return err
 			}
 			defer be.Finalize()
-			m, err := qwen.Load(modelDir, be, qwen.LoadOptions{Progress: progressOut(cmd.ErrOrStderr())})
+			m, err := qwen.Load(modelDir, be, qwen.LoadOptions{Progress: progressOut(cmd.ErrOrStderr()), DType: p})
 			if err != nil {
 				return err
 			}
@@ -46,6 +51,7 @@ not meaningful.`,
 	fl.StringVar(&modelDir, "model", "", "Hugging Face Qwen2/Qwen3 folder (config.json, model.safetensors or its index)")
 	fl.StringVar(&in, "in", "", "safetensors file with input_ids and optional attention_mask")
 	fl.StringVar(&out, "out", "", "output safetensors file (tensor logits)")
+	fl.StringVar(&precision, "precision", "f32", "weights and activations: f32 or bf16")
 	for _, name := range []string{"model", "in", "out"} {
 		_ = cmd.MarkFlagRequired(name)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -34,20 +33,7 @@ func TestLogitsCmdGolden(t *testing.T) {
 			if _, stderr, err := runCas(t, "logits", "--model", dir, "--in", in, "--out", out); err != nil {
 				t.Fatalf("%v\n%s", err, stderr)
 			}
-			got := readF32(t, out, "logits")
-			want := readF32(t, in, "logits")
-			mask := readI64(t, in, "attention_mask")
-			if len(got) != len(want) {
-				t.Fatalf("%d logits, want %d", len(got), len(want))
-			}
-			v := len(want) / len(mask)
-			maxErr, maxAbs := 0.0, 0.0
-			for i := range want {
-				if mask[i/v] == 1 {
-					maxErr = math.Max(maxErr, math.Abs(float64(got[i]-want[i])))
-					maxAbs = math.Max(maxAbs, math.Abs(float64(want[i])))
-				}
-			}
+			maxErr, maxAbs := maskedLogitErr(t, readF32(t, out, "logits"), readF32(t, in, "logits"), readI64(t, in, "attention_mask"))
 			if maxErr > 1e-4*maxAbs {
 				t.Errorf("max |Δlogit| %g > 1e-4 · %g", maxErr, maxAbs)
 			}

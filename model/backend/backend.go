@@ -10,6 +10,7 @@
 //	GOMLX_BACKEND=go                       GoMLX's plain pure-Go backend
 //	GOMLX_BACKEND=xla:cuda                 XLA with the PJRT plugin named cuda
 //	GOMLX_BACKEND=xla:/path/pjrt_c_api_cuda_plugin.so
+//	GOMLX_BACKEND=xla:/path/xla_cuda_plugin.so,preallocate=false   PJRT client options (xla.go)
 //
 // The XLA backend is compiled in only with the build tag xla (it needs cgo:
 // CGO_ENABLED=1 go build -tags xla ./cmd/cas). Set GOMLX_NO_AUTO_INSTALL=1 to
@@ -73,6 +74,9 @@ func NewWithConfig(config string) (b backends.Backend, err error) {
 			b, err = nil, fmt.Errorf("backend %q: %v", config, r)
 		}
 	}()
+	if b, ok, err := newXLAWithClientOptions(config); ok {
+		return b, err
+	}
 	b, err = backends.NewWithConfig(config)
 	if err != nil {
 		return nil, fmt.Errorf("backend %q: %w", config, err)

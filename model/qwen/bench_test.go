@@ -3,7 +3,6 @@ package qwen
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -149,25 +148,6 @@ func BenchmarkDecode(b *testing.B) {
 // hbmBandwidth returns the GPU memory bandwidth in bytes/s: $CAS_HBM_GBPS
 // when set, else the datasheet figure of the GPU nvidia-smi names, else 0.
 func hbmBandwidth() float64 {
-	if v, err := strconv.ParseFloat(os.Getenv("CAS_HBM_GBPS"), 64); err == nil && v > 0 {
-		return v * 1e9
-	}
-	out, err := exec.Command("nvidia-smi", "--query-gpu=name", "--format=csv,noheader").Output()
-	if err != nil {
-		return 0
-	}
-	name := strings.ToUpper(strings.TrimSpace(strings.Split(string(out), "\n")[0]))
-	for _, gpu := range []struct {
-		key  string
-		gbps float64
-	}{ // datasheet HBM/GDDR bandwidth, GB/s
-		{"H200", 4800}, {"H100 NVL", 3900}, {"H100 PCIE", 2000}, {"H100", 3350}, {"GH200", 4000},
-		{"A100-SXM4-80GB", 2039}, {"A100 80GB PCIE", 1935}, {"A100", 1555},
-		{"L40S", 864}, {"L40", 864}, {"RTX 4090", 1008}, {"A10G", 600}, {"A10", 600}, {"L4", 300}, {"T4", 320},
-	} {
-		if strings.Contains(name, gpu.key) {
-			return gpu.gbps * 1e9
-		}
-	}
-	return 0
+	v, _ := strconv.ParseFloat(os.Getenv("CAS_HBM_GBPS"), 64)
+	return backend.HBMBandwidth(v, "")
 }

@@ -121,8 +121,8 @@ func stepGraph(ctx *context.Context, c *Config, in []*graph.Node) []*graph.Node 
 		out[1+2*l], out[2+2*l] = keys, values
 		return attend(c, q, keys, values, bias)
 	}) // [B, T, D]
-	picked := graph.Einsum("btd,bt->bd", x, graph.OneHot(last, t, x.DType())) // [B, D]
-	out[0] = linear(picked, w.lmHead(), nil)                                  // [B, V]
+	picked := graph.Einsum("btd,bt->bd", x, graph.OneHot(last, t, x.DType()))    // [B, D]
+	out[0] = graph.ConvertDType(linear(picked, w.lmHead(), nil), dtypes.Float32) // [B, V]
 	return out
 }
 

@@ -33,6 +33,10 @@ type Config struct {
 	TorchDType            string   `json:"torch_dtype"`
 	// RopeScaling must be null: YaRN / dynamic scaling are not implemented.
 	RopeScaling json.RawMessage `json:"rope_scaling,omitempty"`
+	// RopeParameters is how transformers ≥ 5 saves the rotary settings
+	// ({"rope_theta": …, "rope_type": "default"}) instead of rope_theta and
+	// rope_scaling; only the default type is implemented.
+	RopeParameters json.RawMessage `json:"rope_parameters,omitempty"`
 	// BOSTokenID and EOSTokenID accept null, an integer or a list of
 	// integers, as Hugging Face writes them.
 	BOSTokenID TokenIDs `json:"bos_token_id"`
@@ -127,6 +131,9 @@ func (c *Config) applyDefaults() {
 		c.RMSNormEps = 1e-6
 	}
 	if c.RopeTheta == 0 {
+		c.RopeTheta = c.ropeParameters().RopeTheta
+	}
+	if c.RopeTheta == 0 {
 		c.RopeTheta = 10000
 	}
 	if c.MaxPositionEmbeddings == 0 {
@@ -179,6 +186,13 @@ func (c *Config) Validate() error {
 	}
 	if !(c.RopeTheta > 0) {
 		bad("rope_theta = %g must be positive", c.RopeTheta)
+	}
+	if rp := c.ropeParameters(); rp.err != nil {
+		bad("rope_parameters: %v", rp.err)
+	} else if rp.RopeType != "" && rp.RopeType != "default" {
+		bad("rope_parameters.rope_type %q is not supported (only default)", rp.RopeType)
+	} else if rp.RopeTheta != 0 && c.RopeTheta != rp.RopeTheta {
+		bad("rope_theta %g disagrees with rope_parameters.rope_theta %g", c.RopeTheta, rp.RopeTheta)
 	}
 	if s := bytes.TrimSpace(c.RopeScaling); len(s) > 0 && !bytes.Equal(s, []byte("null")) {
 		bad("rope_scaling %s is not supported (only null)", truncate(string(s), 60))
@@ -235,4 +249,20 @@ func product(dims []int) int {
 		p *= d
 	}
 	return p
+}
+
+// ropeParams is transformers ≥ 5's rope_parameters object.
+type ropeParams struct {
+	RopeTheta float64 `json:"rope_theta"`
+	RopeType  string  `json:"rope_type"`
+	err       error
+}
+
+// ropeParameters parses c.RopeParameters (absent or null: zero values).
+func (c *Config) ropeParameters() ropeParams {
+	var rp ropeParams
+	if s := bytes.TrimSpace(c.RopeParameters); len(s) > 0 && !bytes.Equal(s, []byte("null")) {
+		rp.err = json.Unmarshal(s, &rp)
+	}
+	return rp
 }

@@ -39,13 +39,17 @@ func linear(x, w, b *graph.Node) *graph.Node {
 	return y
 }
 
-// rmsNorm computes x / sqrt(mean(x², last axis) + eps) ⊙ w in float32
-// (Zhang & Sennrich 2019; Hugging Face's Qwen2RMSNorm). x [..., n], w [n].
+// rmsNorm computes x / sqrt(mean(x², last axis) + eps) ⊙ w (Zhang &
+// Sennrich 2019; Hugging Face's Qwen2RMSNorm): the normalisation in float32,
+// its result cast back to x's dtype before the product with w, as Hugging
+// Face does for bfloat16 models. x [..., n], w [n].
 func rmsNorm(x, w *graph.Node, eps float64) *graph.Node {
+	dt := x.DType()
 	x = graph.ConvertDType(x, dtypes.Float32)
 	ms := graph.ReduceAndKeep(graph.Square(x), graph.ReduceMean, -1)
 	y := graph.Div(x, graph.Sqrt(graph.AddScalar(ms, eps))) // Rsqrt has no gradient in GoMLX v0.26
-	return graph.Mul(y, graph.ExpandLeftToRank(w, y.Rank()))
+	y = graph.ConvertDType(y, dt)
+	return graph.Mul(y, graph.ExpandLeftToRank(graph.ConvertDType(w, dt), y.Rank()))
 }
 
 // silu is x·σ(x), the gate activation of the SwiGLU MLP (Shazeer 2020).
@@ -80,6 +84,7 @@ func applyRope(x, cos, sin *graph.Node) *graph.Node {
 	rot := graph.Const(x.Graph(), [][]float32{{0, -1}, {1, 0}})                            // rot[i][j]: out half i from in half j
 	rotated := graph.Einsum("btnjh,ij->btnih", halves, graph.ConvertDType(rot, x.DType())) // [B, T, n, 2, h/2]
 	rotated = graph.Reshape(rotated, b, t, n, h)
+	cos, sin = graph.ConvertDType(cos, x.DType()), graph.ConvertDType(sin, x.DType())
 	return graph.Add(graph.Mul(x, cos), graph.Mul(rotated, sin))
 }
 
@@ -102,9 +107,11 @@ func attend(c *Config, q, keys, values, bias *graph.Node) *graph.Node {
 	scores := graph.Einsum("btkrh,bksh->bkrts", q5, keys) // [B, k, r, T, S]
 	scores = graph.MulScalar(scores, 1/math.Sqrt(float64(h)))
 	scores = graph.Add(scores, graph.Reshape(bias, b, 1, 1, t, s))
-	probs := graph.Softmax(scores, -1)                      // [B, k, r, T, S]
-	out := graph.Einsum("bkrts,bkhs->btkrh", probs, values) // [B, T, k, r, h]
-	return graph.Reshape(out, b, t, kv*r*h)                 // [B, T, H·h]
+	// The softmax runs in float32 whatever the activations' dtype (Hugging
+	// Face's eager attention: softmax(…, dtype=float32).to(q.dtype)).
+	probs := graph.ConvertDType(graph.Softmax(graph.ConvertDType(scores, dtypes.Float32), -1), q.DType()) // [B, k, r, T, S]
+	out := graph.Einsum("bkrts,bkhs->btkrh", probs, values)                                               // [B, T, k, r, h]
+	return graph.Reshape(out, b, t, kv*r*h)                                                               // [B, T, H·h]
 }
 
 // attentionFn computes the attention output [B, T, H·h] of layer l from
@@ -198,9 +205,10 @@ func hiddenStates(c *Config, w *weights, ids, mask *graph.Node) *graph.Node {
 	})
 }
 
-// Logits builds the next-token logits [B, T, V] for ids [B, T] under the
-// attention mask [B, T]. Logits at padded positions are not meaningful.
+// Logits builds the next-token logits [B, T, V] (float32, whatever the
+// compute dtype) for ids [B, T] under the attention mask [B, T]. Logits at
+// padded positions are not meaningful.
 func Logits(ctx *context.Context, c *Config, ids, mask *graph.Node) *graph.Node {
 	w := bindWeights(ctx, ids.Graph(), c)
-	return linear(hiddenStates(c, w, ids, mask), w.lmHead(), nil)
+	return graph.ConvertDType(linear(hiddenStates(c, w, ids, mask), w.lmHead(), nil), dtypes.Float32)
 }

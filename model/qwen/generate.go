@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"strings"
 
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
@@ -100,11 +99,11 @@ func (m *Model) NewSession(batch, capacity int, seed uint64) (*Session, error) {
 		rng:      rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d)),
 		MaxChunk: 256,
 	}
-	c := m.Config
+	c, dt := m.Config, m.ComputeDType()
 	for range c.NumHiddenLayers {
 		s.caches = append(s.caches,
-			tensors.FromShape(shapes.Make(dtypes.Float32, batch, c.NumKeyValueHeads, capacity, c.HeadDim)),
-			tensors.FromShape(shapes.Make(dtypes.Float32, batch, c.NumKeyValueHeads, c.HeadDim, capacity)))
+			tensors.FromShape(shapes.Make(dt, batch, c.NumKeyValueHeads, capacity, c.HeadDim)),
+			tensors.FromShape(shapes.Make(dt, batch, c.NumKeyValueHeads, c.HeadDim, capacity)))
 	}
 	return s, nil
 }

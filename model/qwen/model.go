@@ -33,6 +33,8 @@ type Model struct {
 	Config  *Config
 	backend backends.Backend
 	ctx     *context.Context
+	// weightDType is the dtype the weights are stored in (LoadOptions.DType).
+	weightDType dtypes.DType
 
 	logitsExec *context.Exec
 	stepExec   *context.Exec
@@ -48,6 +50,10 @@ type LoadOptions struct {
 	Context *context.Context
 	// Progress, when set, shows a progress bar of the tensors converted.
 	Progress io.Writer
+	// DType is the dtype the weights are stored in on the backend: f32
+	// (the default) or bf16 (half the memory, for inference; training
+	// keeps f32 master weights and uses SetComputeDType instead).
+	DType Precision
 }
 
 // Load reads a Hugging Face model folder: config.json (plus the EOS ids of
@@ -90,7 +96,7 @@ func FromReader(cfg *Config, r safetensors.Reader, source string, b backends.Bac
 			progressbar.OptionThrottle(100*time.Millisecond),
 			progressbar.OptionSetDescription("loading "+source), progressbar.OptionClearOnFinish())
 	}
-	return newModel(cfg, b, opts.Context, func(s weightSpec, dst []float32) error {
+	return newModel(cfg, b, opts, func(s weightSpec, dst []float32) error {
 		if err := r.Float32Into(s.name, dst); err != nil {
 			return fmt.Errorf("%s: tensor %s: %w", source, s.name, err)
 		}
@@ -104,11 +110,16 @@ func FromReader(cfg *Config, r safetensors.Reader, source string, b backends.Bac
 // NewRandom returns a model with config cfg and seeded random weights
 // (normal, std 0.02; norm weights 1), for tests and benchmarks.
 func NewRandom(cfg *Config, b backends.Backend, seed uint64) (*Model, error) {
+	return NewRandomWith(cfg, b, seed, LoadOptions{})
+}
+
+// NewRandomWith is NewRandom with the context and weight dtype of opts.
+func NewRandomWith(cfg *Config, b backends.Backend, seed uint64, opts LoadOptions) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
-	return newModel(cfg, b, nil, func(s weightSpec, dst []float32) error {
+	return newModel(cfg, b, opts, func(s weightSpec, dst []float32) error {
 		if strings.HasSuffix(s.name, "norm.weight") {
 			for i := range dst {
 				dst[i] = 1
@@ -125,12 +136,18 @@ func NewRandom(cfg *Config, b backends.Backend, seed uint64) (*Model, error) {
 // gcEvery is the tensor size (elements) after which loading forces a GC.
 const gcEvery = 8 << 20
 
-// newModel creates one float32 variable per needed tensor, filled by fill.
-// Each tensor is filled in host memory, moved to the backend (shared with it
-// on CPU backends), and its host copy released before the next one.
-func newModel(cfg *Config, b backends.Backend, ctx *context.Context, fill func(weightSpec, []float32) error) (*Model, error) {
+// newModel creates one variable per needed tensor, in dtype opts.DType,
+// filled by fill (in float32). Each tensor is filled in host memory, moved
+// to the backend (shared with it on CPU backends), and its host copy
+// released before the next one.
+func newModel(cfg *Config, b backends.Backend, opts LoadOptions, fill func(weightSpec, []float32) error) (*Model, error) {
+	ctx := opts.Context
 	if ctx == nil {
 		ctx = context.New()
+	}
+	p, err := ParsePrecision(string(opts.DType))
+	if err != nil {
+		return nil, err
 	}
 	var errs []error
 	walkWeights(cfg, &weights{}, func(s weightSpec, _ reflect.Value) {
@@ -148,6 +165,9 @@ func newModel(cfg *Config, b backends.Backend, ctx *context.Context, fill func(w
 		if err != nil {
 			errs = append(errs, err)
 			return
+		}
+		if p == PrecisionBF16 {
+			t = toBF16(t)
 		}
 		if err := t.MaterializeOnDevice(b, true, 0); err != nil {
 			errs = append(errs, fmt.Errorf("tensor %s: %w", s.name, err))
@@ -168,7 +188,7 @@ func newModel(cfg *Config, b backends.Backend, ctx *context.Context, fill func(w
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	m := &Model{Config: cfg, backend: b, ctx: ctx}
+	m := &Model{Config: cfg, backend: b, ctx: ctx, weightDType: p.DType()}
 	if err := m.initExecs(); err != nil {
 		return nil, err
 	}
@@ -213,6 +233,10 @@ func (m *Model) ForEachWeight(fn func(name string, shape []int, values []float32
 		var t *tensors.Tensor
 		if t, err = v.Value(); err != nil {
 			return
+		}
+		if t.DType() == dtypes.BFloat16 {
+			t = toF32(t)
+			defer t.FinalizeAll()
 		}
 		err = tensors.ConstFlatData(t, func(flat []float32) { err = fn(s.name, s.shape, flat) })
 	})

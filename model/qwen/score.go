@@ -46,9 +46,9 @@ func TokenLogProbs(ctx *context.Context, c *Config, ids, mask, respMask *graph.N
 	if tau == 0 {
 		tau = 1
 	}
-	hidden := hiddenStates(c, w, ids, mask) // [B, T, D]
-	head := w.lmHead()                      // [V, D]
-	logits := linear(hidden, head, nil)     // [B, T, V]
+	hidden := hiddenStates(c, w, ids, mask)                                 // [B, T, D]
+	head := w.lmHead()                                                      // [V, D]
+	logits := graph.ConvertDType(linear(hidden, head, nil), dtypes.Float32) // [B, T, V]
 	if tau != 1 {
 		logits = graph.DivScalar(logits, tau)
 	}
@@ -62,8 +62,8 @@ func TokenLogProbs(ctx *context.Context, c *Config, ids, mask, respMask *graph.N
 		graph.SliceAxis(ids, 1, graph.AxisRangeToEnd(1)),
 		graph.Zeros(g, shapes.Make(dtypes.Int32, b, 1)),
 	}, 1) // [B, T]
-	rows := graph.Gather(head, graph.ExpandAxes(next, -1)) // [B, T, D]
-	target := graph.Einsum("btd,btd->bt", hidden, rows)    // [B, T]
+	rows := graph.Gather(head, graph.ExpandAxes(next, -1))                                  // [B, T, D]
+	target := graph.ConvertDType(graph.Einsum("btd,btd->bt", hidden, rows), dtypes.Float32) // [B, T]
 	if tau != 1 {
 		target = graph.DivScalar(target, tau)
 	}

@@ -237,7 +237,8 @@ func HFName(base string, v *context.Variable) (string, bool) {
 }
 
 // bindWeights fills the weights tree with the graph values of the model
-// variables under ctx's scope. A missing variable is a programmer error
+// variables under ctx's scope, cast to the compute dtype set on ctx
+// (SetComputeDType), if any. A missing variable is a programmer error
 // (the model was loaded strictly), so it panics, as GoMLX graph builders do.
 func bindWeights(ctx *context.Context, g *graph.Graph, c *Config) *weights {
 	w := &weights{}
@@ -250,7 +251,7 @@ func bindWeights(ctx *context.Context, g *graph.Graph, c *Config) *weights {
 		if v == nil {
 			panic(fmt.Errorf("qwen: model variable for %s (scope %q) is missing from the context", s.name, scope))
 		}
-		field.Set(reflect.ValueOf(v.ValueGraph(g)))
+		field.Set(reflect.ValueOf(castWeight(ctx, v.ValueGraph(g))))
 	})
 	return w
 }
