@@ -120,8 +120,8 @@ func walkAPS(cfg WalkthroughConfig) (apsWalk, error) {
 		if err != nil {
 			return out, fmt.Errorf("walkthrough: calibrate: %w", err)
 		}
-		r.qhat = c.QHat
-		if r.cov, r.kept, r.meanK, err = evalAPS(r.aps, test, c.QHat); err != nil {
+		r.qhat = float64(c.QHat)
+		if r.cov, r.kept, r.meanK, err = evalAPS(r.aps, test, float64(c.QHatLog)); err != nil {
 			return out, err
 		}
 		if r.avg, r.se, err = splitCoverage(r.aps, r.alpha, r.rule, cfg, cfg.Splits); err != nil {
@@ -182,7 +182,7 @@ func splitCoverage(a APS, alpha float64, rule QuantileRule, cfg WalkthroughConfi
 		if err != nil {
 			return 0, 0, fmt.Errorf("walkthrough: calibrate: %w", err)
 		}
-		cov, _, _, err := evalAPS(a, test, c.QHat)
+		cov, _, _, err := evalAPS(a, test, float64(c.QHatLog))
 		if err != nil {
 			return 0, 0, err
 		}
@@ -193,18 +193,19 @@ func splitCoverage(a APS, alpha float64, rule QuantileRule, cfg WalkthroughConfi
 	return mean, math.Sqrt(math.Max(0, sumSq/float64(n)-mean*mean) / float64(n-1)), nil
 }
 
-// evalAPS returns the test coverage P(E ≤ q̂), the fraction of test queries
-// whose gold passage is kept, and the mean kept count.
+// evalAPS returns the test coverage P(S ≤ q̂_S) (= P(E ≤ q̂_E)), the
+// fraction of test queries whose gold passage is kept, and the mean kept
+// count, for a log-scale threshold.
 func evalAPS(a APS, test []Query, qhat float64) (cov, kept, meanK float64, err error) {
 	for _, q := range test {
-		e, err := a.Score(q.Scores, q.Gold)
+		e, err := a.LogScore(q.Scores, q.Gold)
 		if err != nil {
 			return 0, 0, 0, fmt.Errorf("walkthrough: %w", err)
 		}
 		if e <= qhat {
 			cov++
 		}
-		k := a.Keep(q.Scores, qhat)
+		k := a.KeepLog(q.Scores, qhat)
 		meanK += float64(k)
 		if q.Gold != NoGold && rankOf(q.Scores, q.Gold) < k {
 			kept++
