@@ -165,10 +165,10 @@ type RolloutConfig struct {
 	// Candidates is the number N of passages retrieved per search when APS
 	// is on (code: 5 at training time).
 	Candidates int
-	// APS, when not nil, keeps the Keep(scores, QHat) best candidates
-	// (APS truncation); nil keeps the TopK best (the −APS ablation: 3).
-	APS  *conformal.APS
-	QHat float64
+	// APS, when not nil, keeps the APS.Keep(scores) best candidates (APS
+	// truncation by a calibration, decided on its log-scale threshold); nil
+	// keeps the TopK best (the −APS ablation: 3).
+	APS  *conformal.Calibration
 	TopK int
 
 	// MaxObsTokens cuts every appended observation (information block or
@@ -256,7 +256,7 @@ func (c RolloutConfig) Validate() error {
 		if c.Candidates < 1 {
 			bad("candidates %d < 1", c.Candidates)
 		}
-		if math.IsNaN(c.QHat) {
+		if math.IsNaN(float64(c.APS.QHatLog)) {
 			bad("aps: q̂ is NaN")
 		}
 	} else if c.TopK < 1 {

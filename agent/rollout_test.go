@@ -222,7 +222,7 @@ func TestRolloutTinyModels(t *testing.T) {
 						for j, c := range s.Candidates {
 							scores[j] = float64(c.Score)
 						}
-						if want := cfg.APS.Keep(scores, qhat); len(s.Kept) != want {
+						if want := cfg.APS.APS.Keep(scores, qhat); len(s.Kept) != want {
 							t.Fatalf("search %q kept %d passages, APS says %d", s.Query, len(s.Kept), want)
 						}
 					}
@@ -743,65 +743,6 @@ func TestParseRolloutFlags(t *testing.T) {
 			t.Fatalf("round trip of %v", m)
 		}
 	}
-}
-
-func TestParseAPS(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		qhat float64
-		aps  conformal.APS
-		err  string
-	}{
-		{`{"qhat": 0.93, "temperature": 0.01, "min_docs": 2, "max_docs": 5}`, 0.93, conformal.CodeAPS(), ""},
-		{`{"qhat": "+Inf"}`, math.Inf(1), conformal.PaperAPS(), ""},
-		{`{"qhat": 0.5, "temperature": 1}`, 0.5, conformal.APS{Temperature: 1, MinDocs: 1, MaxDocs: 5}, ""},
-		{`{"n": 3}`, 0, conformal.APS{}, `no "qhat"`},
-		{`{"qhat": "NaN"}`, 0, conformal.APS{}, "NaN"},
-		{`{"qhat": 0.5, "temperature": -1}`, 0, conformal.APS{}, "temperature"},
-		{`{"qhat": 0.5, "min_docs": 6}`, 0, conformal.APS{}, "exceeds"},
-		{`[1]`, 0, conformal.APS{}, "parse"},
-	} {
-		a, q, err := ParseAPS([]byte(tc.in))
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Fatalf("%s: error %v, want %q", tc.in, err, tc.err)
-			}
-			continue
-		}
-		if err != nil || q != tc.qhat || a != tc.aps {
-			t.Fatalf("%s: %+v %v %v", tc.in, a, q, err)
-		}
-	}
-	if _, _, err := LoadAPS("/nonexistent/qhat.json"); err == nil || !strings.Contains(err.Error(), "/nonexistent/qhat.json") {
-		t.Fatalf("LoadAPS of a missing file: %v", err)
-	}
-}
-
-func ExampleParseAPS() {
-	aps, qhat, err := ParseAPS([]byte(`{"qhat": 0.93, "temperature": 0.01, "min_docs": 2, "max_docs": 5}`))
-	if err != nil {
-		panic(err)
-	}
-	// BM25-like candidate scores: the softmax at T = 0.01 is nearly one-hot,
-	// so the clamp k ≥ 2 decides.
-	fmt.Println(aps.Keep([]float64{12.5, 12.49, 9, 8, 7}, qhat))
-	// Output: 2
-}
-
-func FuzzParseAPS(f *testing.F) {
-	f.Add([]byte(`{"qhat": 0.93, "temperature": 0.01, "min_docs": 2, "max_docs": 5}`))
-	f.Add([]byte(`{"qhat": "+Inf"}`))
-	f.Add([]byte(`{"qhat": "-Inf", "min_docs": -1}`))
-	f.Add([]byte(`{}`))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		a, q, err := ParseAPS(b)
-		if err != nil {
-			return
-		}
-		if math.IsNaN(q) || a.Validate() != nil {
-			t.Fatalf("accepted %q as %+v, %v", b, a, q)
-		}
-	})
 }
 
 // TestTokenSpan maps byte ranges onto Qwen3 BPE tokens, including

@@ -145,7 +145,7 @@ func TestRunHandComputed(t *testing.T) {
 	if math.Abs(float64(rep.QHat)-c2) > 1e-12 {
 		t.Errorf("qhat = %v, want c_2 = %v", rep.QHat, c2)
 	}
-	if rep.Test != 7 || rep.TestGold != 7 || rep.Coverage != 1 || rep.CoverageKept != 1 || rep.MeanKept != 2 || !slices.Equal(rep.Histogram, []int{0, 0, 7}) {
+	if rep.Test != 7 || rep.TestGold != 7 || rep.SetStats.Coverage != 1 || rep.CoverageKept != 1 || rep.SetStats.MeanKept != 2 || !slices.Equal(rep.Histogram, []int{0, 0, 7}) {
 		t.Errorf("APS held-out stats %+v", rep.SetStats)
 	}
 	if rep.Fixed.K != 3 || rep.Fixed.MeanKept != 3 || rep.Fixed.CoverageKept != 1 || rep.Fixed.Coverage != 1 {
@@ -159,7 +159,7 @@ func TestRunHandComputed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.QHat != 1 || rep.Coverage != 1 || rep.TestGold != 0 || rep.CoverageKept != 0 || rep.GoldKept != 0 || rep.MeanKept != 3 {
+	if rep.QHat != 1 || rep.SetStats.Coverage != 1 || rep.TestGold != 0 || rep.CoverageKept != 0 || rep.GoldKept != 0 || rep.SetStats.MeanKept != 3 {
 		t.Errorf("no-gold run: %+v", rep)
 	}
 	cfg.GoldOnly = true
@@ -176,8 +176,8 @@ func TestRunHandComputed(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := json.Marshal(rep)
-	if !math.IsInf(float64(rep.QHat), 1) || rep.MeanKept != 3 || !strings.Contains(string(b), `"qhat":"+Inf"`) {
-		t.Errorf("n = 3, α = 0.05: qhat %v mean kept %v json %s", rep.QHat, rep.MeanKept, b)
+	if rep.QHat != 1 || !math.IsInf(float64(rep.QHatLog), 1) || rep.SetStats.MeanKept != 3 || !strings.Contains(string(b), `"qhat_log":"+Inf"`) {
+		t.Errorf("n = 3, α = 0.05: qhat %v mean kept %v json %s", rep.QHat, rep.SetStats.MeanKept, b)
 	}
 }
 
@@ -250,25 +250,25 @@ func TestRunRealNQ(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("α=%.2f q̂=%.4f coverage %.3f coverage_kept %.3f mean kept %.2f (top-3 %.3f) test %d hist %v",
-			alpha, float64(rep.QHat), rep.Coverage, rep.CoverageKept, rep.MeanKept, rep.Fixed.CoverageKept, rep.Test, rep.Histogram)
+			alpha, float64(rep.QHat), rep.SetStats.Coverage, rep.CoverageKept, rep.SetStats.MeanKept, rep.Fixed.CoverageKept, rep.Test, rep.Histogram)
 		sum, weighted := 0, 0
 		for k, c := range rep.Histogram {
 			sum += c
 			weighted += k * c
 		}
-		if sum != rep.Test || math.Abs(float64(weighted)/float64(sum)-rep.MeanKept) > 1e-12 {
-			t.Errorf("histogram %v does not match test %d / mean %v", rep.Histogram, rep.Test, rep.MeanKept)
+		if sum != rep.Test || math.Abs(float64(weighted)/float64(sum)-rep.SetStats.MeanKept) > 1e-12 {
+			t.Errorf("histogram %v does not match test %d / mean %v", rep.Histogram, rep.Test, rep.SetStats.MeanKept)
 		}
 		if rep.Test < 500 || rep.TestGold != rep.Test || rep.SkippedNoGold < 200 {
 			t.Errorf("gold-only split: test %d gold %d skipped %d", rep.Test, rep.TestGold, rep.SkippedNoGold)
 		}
-		if rep.Coverage < 1-alpha-0.08 {
-			t.Errorf("α=%v: held-out coverage %.3f far below %.2f", alpha, rep.Coverage, 1-alpha)
+		if rep.SetStats.Coverage < 1-alpha-0.08 {
+			t.Errorf("α=%v: held-out coverage %.3f far below %.2f", alpha, rep.SetStats.Coverage, 1-alpha)
 		}
-		if rep.MeanKept > prevMean || rep.MeanKept < 1 || rep.MeanKept > 5 {
-			t.Errorf("α=%v: mean kept %.2f (previous α: %.2f)", alpha, rep.MeanKept, prevMean)
+		if rep.SetStats.MeanKept > prevMean || rep.SetStats.MeanKept < 1 || rep.SetStats.MeanKept > 5 {
+			t.Errorf("α=%v: mean kept %.2f (previous α: %.2f)", alpha, rep.SetStats.MeanKept, prevMean)
 		}
-		prevMean = rep.MeanKept
+		prevMean = rep.SetStats.MeanKept
 		if rep.Fixed.MeanKept != 3 {
 			t.Errorf("fixed top-3 mean kept %v", rep.Fixed.MeanKept)
 		}
@@ -281,7 +281,7 @@ func TestRunRealNQ(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.QHat != 1 || rep.Coverage != 1 || rep.Test != 300 || rep.TestGold >= 300 || rep.CalGold >= 150 {
+	if rep.QHat != 1 || rep.SetStats.Coverage != 1 || rep.Test != 300 || rep.TestGold >= 300 || rep.CalGold >= 150 {
 		t.Errorf("official setting: %+v", rep)
 	}
 	if _, ok := any(conformal.JSONFloat(0)).(json.Marshaler); !ok {

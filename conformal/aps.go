@@ -251,6 +251,9 @@ func (a APS) logScore(scores []float64, gold int, u float64) (float64, error) {
 	if err := a.Validate(); err != nil {
 		return 0, err
 	}
+	if gold == NoGold && len(scores) == 0 {
+		return math.Inf(1), nil // nothing retrieved: no gold among the candidates
+	}
 	if err := checkScores(scores); err != nil {
 		return 0, err
 	}

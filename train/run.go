@@ -2,10 +2,10 @@ package train
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -321,11 +321,11 @@ func (t *Trainer) finish() error {
 		return err
 	}
 	if t.cfg.APS.Enabled {
-		aps, qhat, err := loadAPSChecked(t.cfg.APS.QHatFile, t.cfg.APS.Alpha)
+		cal, err := loadAPSChecked(t.cfg.APS.QHatFile, t.cfg.APS.Alpha, t.cfg.APS.Candidates)
 		if err != nil {
 			return err
 		}
-		rc.SetAPS(aps, qhat)
+		rc.SetCalibration(cal)
 	}
 	if t.runner, err = agent.NewRunner(agent.QwenPolicy{Model: t.policy}, t.tok, t.opts.Retriever, rc); err != nil {
 		return err
@@ -333,24 +333,23 @@ func (t *Trainer) finish() error {
 	return nil
 }
 
-// loadAPSChecked reads an APS calibration report and, when alpha > 0 and
-// the report records its own "alpha", checks that they agree.
-func loadAPSChecked(path string, alpha float64) (conformal.APS, float64, error) {
-	aps, qhat, err := agent.LoadAPS(path)
+// loadAPSChecked reads an APS calibration file and checks it against the
+// config: the level it was calibrated at (when alpha > 0 and the file
+// records one) and the number of candidates per search it is meant for
+// (when the file records one).
+func loadAPSChecked(path string, alpha float64, candidates int) (conformal.Calibration, error) {
+	c, err := conformal.LoadCalibration(path)
 	if err != nil {
-		return aps, qhat, err
+		return c, err
 	}
-	if alpha > 0 {
-		var rep struct {
-			Alpha *float64 `json:"alpha"`
-		}
-		if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &rep) == nil && rep.Alpha != nil {
-			if d := *rep.Alpha - alpha; d > 1e-9 || d < -1e-9 {
-				return aps, qhat, fmt.Errorf("%s was calibrated at alpha %g, the config says aps.alpha %g", path, *rep.Alpha, alpha)
-			}
-		}
+	if alpha > 0 && c.Alpha > 0 && math.Abs(c.Alpha-alpha) > 1e-9 {
+		return c, fmt.Errorf("%s was calibrated at alpha %g, the config says aps.alpha %g", path, c.Alpha, alpha)
 	}
-	return aps, qhat, nil
+	if c.Candidates > 0 && c.Candidates != candidates {
+		return c, fmt.Errorf("%s was calibrated for %d candidates per search, the config says aps.candidates %d (recalibrate with --topk %d, or record the official code's 20/5 with --candidates %d)",
+			path, c.Candidates, candidates, candidates, candidates)
+	}
+	return c, nil
 }
 
 // Step returns the number of completed steps.

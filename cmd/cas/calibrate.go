@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/cas-engine/cas/calibrate"
@@ -54,9 +52,18 @@ its histogram, and the same for a fixed top-k (--fixed-k 3). The JSON
 carries qhat ("+Inf" when n is too small for α), n, alpha, coverage,
 coverage_kept, mean_kept and the settings; a summary table goes to stderr.
 
+The rule is decided in log space (S = −log(1 − c_r), threshold qhat_log;
+qhat = 1 − e^−qhat_log is shown), so it stays exact where c_r rounds to 1 in
+float64: the paper's T = 0.01 works on BM25 scores as on E5 cosines.
+Searches keep from the top --candidates of the --topk (default: all of them,
+so calibration and use scores are exchangeable; the official code
+calibrates on 20 and keeps from 5: --topk 20 --candidates 5). The file
+records both, and the trainer refuses a file made for another candidate
+count. Warnings (stderr and the "warnings" field): a threshold that keeps
+everything, a kept-set coverage far below the score coverage.
+
 --gold-only keeps only questions whose gold was retrieved (coverage
-conditional on retrieval success). The paper's T = 0.01 suits E5 cosine
-scores; BM25 scores are ~100x larger, so try --temperature 1 with BM25.`,
+conditional on retrieval success).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := applyRetrievalAPSPreset(cmd, preset, &cfg, &quant); err != nil {
@@ -99,16 +106,15 @@ scores; BM25 scores are ~100x larger, so try --temperature 1 with BM25.`,
 			}
 			rep.QA, rep.Index = qaPath, source
 			writeCalibrationSummary(cmd.ErrOrStderr(), rep)
-			b, err := json.MarshalIndent(rep, "", "  ")
-			if err != nil {
-				return err
-			}
-			b = append(b, '\n')
 			if out == "" || out == "-" {
-				_, err = cmd.OutOrStdout().Write(b)
+				b, err := json.MarshalIndent(rep, "", "  ")
+				if err != nil {
+					return err
+				}
+				_, err = cmd.OutOrStdout().Write(append(b, '\n'))
 				return err
 			}
-			return writeRetrievalOutput(out, b)
+			return conformal.SaveReport(out, rep)
 		},
 	}
 	f := cmd.Flags()
@@ -117,6 +123,7 @@ scores; BM25 scores are ~100x larger, so try --temperature 1 with BM25.`,
 	f.StringVar(&server, "server", "", "retrieve from this Search-R1-compatible server instead (e.g. http://127.0.0.1:8000)")
 	f.StringVar(&out, "out", "", "write the JSON report here (atomically; default stdout)")
 	f.IntVar(&cfg.TopK, "topk", cfg.TopK, "candidates retrieved per question")
+	f.IntVar(&cfg.Candidates, "candidates", 0, "candidates per search at use time, kept from (0: --topk; code: 5)")
 	f.Float64Var(&cfg.Alpha, "alpha", cfg.Alpha, "miscoverage level α in (0, 1)")
 	f.IntVar(&cfg.N, "n", cfg.N, "calibration questions")
 	f.IntVar(&cfg.Test, "test", 0, "held-out questions (0: all the others)")
@@ -163,32 +170,16 @@ func applyRetrievalAPSPreset(cmd *cobra.Command, preset string, cfg *calibrate.C
 }
 
 func writeCalibrationSummary(w io.Writer, r calibrate.Report) {
-	fmt.Fprintf(w, "q̂ = %v from n = %d (α = %v, %s quantile, T = %v, top-%d candidates; gold retrieved for %d/%d)\n",
-		float64(r.QHat), r.N, r.Alpha, r.Quantile, r.Temperature, r.TopK, r.CalGold, r.N)
+	fmt.Fprintf(w, "q̂ = %v (log scale %v) from n = %d (α = %v, %s quantile, T = %v, top-%d candidates, kept from %d; gold retrieved for %d/%d)\n",
+		float64(r.QHat), float64(r.QHatLog), r.N, r.Alpha, r.Rule, r.Temperature, r.TopK, r.Candidates, r.CalGold, r.N)
+	for _, s := range r.Warnings {
+		fmt.Fprintln(w, "warning:", s)
+	}
 	fmt.Fprintf(w, "held-out: %d questions, gold retrieved for %d\n", r.Test, r.TestGold)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\tcoverage\tcoverage_kept\tgold_kept\tmean_kept\thistogram (k=0,1,…)\t")
-	fmt.Fprintf(tw, "APS\t%.3f\t%.3f\t%.3f\t%.2f\t%v\t\n", r.Coverage, r.CoverageKept, r.GoldKept, r.MeanKept, r.Histogram)
+	a := r.SetStats
+	fmt.Fprintf(tw, "APS\t%.3f\t%.3f\t%.3f\t%.2f\t%v\t\n", a.Coverage, a.CoverageKept, a.GoldKept, a.MeanKept, a.Histogram)
 	fmt.Fprintf(tw, "top-%d\t%.3f\t%.3f\t%.3f\t%.2f\t%v\t\n", r.Fixed.K, r.Fixed.Coverage, r.Fixed.CoverageKept, r.Fixed.GoldKept, r.Fixed.MeanKept, r.Fixed.Histogram)
 	tw.Flush()
-}
-
-// writeRetrievalOutput writes data to path via a temp file and a rename.
-func writeRetrievalOutput(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	_, werr := tmp.Write(data)
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), path)
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, werr)
-	}
-	return nil
 }
