@@ -37,8 +37,10 @@ type Calibration struct {
 	TargetCoverage float64 `json:"target_coverage"`
 	// Rule is the quantile rule that produced the threshold.
 	Rule QuantileRule `json:"quantile"`
-	// Randomized tells whether the randomized score was used.
-	Randomized bool `json:"randomized"`
+	// Randomized tells whether the randomized score was used; Seed is the
+	// seed of its U draws, when the writer records one.
+	Randomized bool    `json:"randomized"`
+	Seed       *uint64 `json:"seed,omitempty"`
 	// N is the number of calibration queries, NoGold those without a gold
 	// document among their candidates (score +∞).
 	N      int `json:"n"`

@@ -138,6 +138,9 @@ calibration queries have, which keeps the scores exchangeable).
 				}
 				c.UseCandidates(candidates, queries)
 			}
+			if randomized {
+				c.Seed = &seed
+			}
 			for _, w := range c.Warnings {
 				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
 			}
