@@ -88,7 +88,7 @@ type SetStats struct {
 // held-out evaluation and the run's settings next to it.
 type Report struct {
 	conformal.Calibration
-	SetStats      // APS on the held-out questions
+	SetStats                 // APS on the held-out questions
 	Test          int        `json:"test"`
 	TestGold      int        `json:"test_gold_retrieved"`
 	CalGold       int        `json:"calibration_gold_retrieved"`
