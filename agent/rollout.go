@@ -817,41 +817,56 @@ func (r *Runner) finish(w *row, f Finish) {
 	t.Finish = f
 	resp := t.ResponseIDs()
 	t.Response = r.tok.Decode(resp, true)
-	t.Outcome = r.cfg.Reward.Score(t.Response, w.golds)
+	runs := generatedRuns(t.ResponseMask())
+	texts := make([]string, len(runs))
+	for i, g := range runs {
+		texts[i] = r.tok.Decode(resp[g[0]:g[1]], true)
+	}
+	t.Outcome = r.cfg.Reward.ScoreGenerated(t.Response, texts, w.golds)
 	t.Prediction, t.EM = t.Outcome.Answer, t.Outcome.EM
 	if r.cfg.Mode != ModeAgent && !t.Outcome.HasAnswer {
 		t.Prediction = pyStrip(t.Response)
 		t.EM = ExactMatch(t.Prediction, w.golds)
 	}
-	t.AnswerSpan = r.answerSpan(t)
+	t.AnswerSpan = r.answerSpan(resp, runs, texts)
 	if r.OnDone != nil {
 		r.OnDone(t)
 	}
 }
 
-// answerSpan finds the tokens of the first <answer>…</answer> the policy
-// generated: it looks in each run of generated tokens (between
-// observations) in turn, so an answer quoted by an observation — the
-// invalid-action message holds "<answer> and </answer>" — never counts.
-func (r *Runner) answerSpan(t *Trajectory) [2]int {
-	resp, mask := t.ResponseIDs(), t.ResponseMask()
-	for i := 0; i < len(resp); {
+// generatedRuns lists the runs [i, j) of policy-generated tokens (mask 1)
+// of a response, in order: the text between observations.
+func generatedRuns(mask []uint8) [][2]int {
+	var out [][2]int
+	for i := 0; i < len(mask); {
 		if mask[i] == 0 {
 			i++
 			continue
 		}
 		j := i
-		for j < len(resp) && mask[j] == 1 {
+		for j < len(mask) && mask[j] == 1 {
 			j++
 		}
-		text := r.tok.Decode(resp[i:j], true)
-		if start, end, ok := AnswerSpan(text); ok {
-			if lo, hi := TokenSpan(r.tok, resp[i:j], text, start, end); hi > lo {
-				return [2]int{i + lo, i + hi}
+		out = append(out, [2]int{i, j})
+		i = j
+	}
+	return out
+}
+
+// answerSpan finds the tokens of the first <answer>…</answer> the policy
+// generated: it looks in each run of generated tokens (between
+// observations; texts are the runs decoded) in turn, so an answer quoted by
+// an observation — the invalid-action message holds "<answer> and
+// </answer>" — never counts. The span is AnswerTokenSpan's: the tokens
+// strictly inside the tags.
+func (r *Runner) answerSpan(resp []int, runs [][2]int, texts []string) [2]int {
+	for k, g := range runs {
+		if _, _, ok := AnswerSpan(texts[k]); ok {
+			if lo, hi := AnswerTokens(r.tok, resp[g[0]:g[1]], texts[k]); hi > lo {
+				return [2]int{g[0] + lo, g[0] + hi}
 			}
 			return [2]int{}
 		}
-		i = j
 	}
 	return [2]int{}
 }

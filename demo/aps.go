@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -160,6 +161,9 @@ func (r *runner) calibrateAPS(ctx context.Context, d *worldData) (map[float64]AP
 		for _, alpha := range r.cfg.apsAlphas() {
 			rep, err := calibrateLevel(r.cfg, alpha, cal, calHits, test, testHits)
 			if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(filepath.Dir(r.apsPath(alpha)), 0o755); err != nil {
 				return err
 			}
 			if err := conformal.SaveReport(r.apsPath(alpha), rep); err != nil {
