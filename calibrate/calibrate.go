@@ -35,12 +35,14 @@ type Config struct {
 	GoldOnly bool
 }
 
-// DefaultConfig returns the paper's setting: top-20 candidates, α = 0.2,
-// T = 0.01, k ∈ [1, 5], the finite-sample conformal quantile, 150
-// calibration questions, fixed top-3 baseline.
+// DefaultConfig returns the paper's setting: α = 0.2, T = 0.01, k ∈ [1, 5],
+// the finite-sample conformal quantile, 150 calibration questions, fixed
+// top-3 baseline, and 5 candidates per question, as many as a training
+// search retrieves (so calibration and use scores are exchangeable; the
+// official code calibrates on 20 and keeps from 5: TopK 20, Candidates 5).
 func DefaultConfig() Config {
 	return Config{
-		TopK: 20, Alpha: conformal.PaperAlpha, N: 150, APS: conformal.PaperAPS(),
+		TopK: 5, Alpha: conformal.PaperAlpha, N: 150, APS: conformal.PaperAPS(),
 		Rule: conformal.RuleConformal, FixedK: 3, Batch: 256,
 	}
 }

@@ -243,7 +243,7 @@ func TestRunRealNQ(t *testing.T) {
 	var prevMean float64 = 99
 	for _, alpha := range []float64{0.05, 0.2, 0.35} {
 		cfg := DefaultConfig()
-		cfg.Alpha, cfg.N, cfg.Seed, cfg.GoldOnly = alpha, 150, 1, true
+		cfg.TopK, cfg.Alpha, cfg.N, cfg.Seed, cfg.GoldOnly = 20, alpha, 150, 1, true
 		cfg.APS.Temperature = 1
 		rep, err := Run(context.Background(), r, qa, ContainsJudge{}, cfg, nil)
 		if err != nil {
@@ -276,7 +276,7 @@ func TestRunRealNQ(t *testing.T) {
 	// The official setting (no-gold questions score 1): with about a third of
 	// NQ's golds missing from this small corpus, q̂ = 1 for α = 0.2.
 	cfg := DefaultConfig()
-	cfg.N, cfg.Test = 150, 300
+	cfg.TopK, cfg.N, cfg.Test = 20, 150, 300
 	rep, err := Run(context.Background(), r, qa, ContainsJudge{}, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -286,5 +286,56 @@ func TestRunRealNQ(t *testing.T) {
 	}
 	if _, ok := any(conformal.JSONFloat(0)).(json.Marshaler); !ok {
 		t.Error("JSONFloat no longer marshals ±Inf")
+	}
+}
+
+// TestRunRealNQPaperTemperature calibrates on real BM25 retrieval with the
+// paper's T = 0.01, where c_r rounds to 1 in float64 for most questions: the
+// log-scale threshold is finite, the held-out coverage is near 1 − α and
+// APS keeps more than the top document; the same count of candidates at
+// calibration and use by default, the official 20/5 by Candidates.
+func TestRunRealNQPaperTemperature(t *testing.T) {
+	r := bm25Retriever(t)
+	qa, err := LoadQA(sharedtest.Path(t, "data", "qa", "nq_test_1k.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name             string
+		topk, candidates int
+		alpha            float64
+	}{
+		{"5 candidates α=0.2", 5, 0, 0.2},
+		{"5 candidates α=0.1", 5, 0, 0.1},
+		{"20 candidates α=0.2", 20, 0, 0.2},
+		{"code's 20/5 α=0.2", 20, 5, 0.2},
+	} {
+		cfg := DefaultConfig()
+		cfg.TopK, cfg.Candidates, cfg.Alpha, cfg.N, cfg.Seed, cfg.GoldOnly = tc.topk, tc.candidates, tc.alpha, 150, 1, true
+		rep, err := Run(context.Background(), r, qa, ContainsJudge{}, cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := rep.SetStats
+		t.Logf("%s: q̂_S %.4g (q̂_E %v) coverage %.3f coverage_kept %.3f mean kept %.2f hist %v warnings %q",
+			tc.name, float64(rep.QHatLog), float64(rep.QHat), a.Coverage, a.CoverageKept, a.MeanKept, a.Histogram, rep.Warnings)
+		if math.IsInf(float64(rep.QHatLog), 0) || rep.Temperature != 0.01 {
+			t.Errorf("%s: q̂_S = %v at T = %v, want finite at 0.01", tc.name, float64(rep.QHatLog), rep.Temperature)
+		}
+		// One calibration draw of n = 150: its coverage has a standard
+		// deviation of ≈ 0.03 around E ≥ 1 − α.
+		if a.Coverage < 1-tc.alpha-0.05 || a.Coverage > 1-tc.alpha+0.1 {
+			t.Errorf("%s: held-out coverage %.3f, want ≈ %.2f", tc.name, a.Coverage, 1-tc.alpha)
+		}
+		if a.MeanKept < 1.5 || a.CoverageKept < a.Coverage-0.1 {
+			t.Errorf("%s: mean kept %.2f, coverage_kept %.3f: the sets collapsed", tc.name, a.MeanKept, a.CoverageKept)
+		}
+		want := tc.candidates
+		if want == 0 {
+			want = tc.topk
+		}
+		if rep.Candidates != want || rep.CalibCandidates != tc.topk {
+			t.Errorf("%s: file records %d of %d candidates, want %d of %d", tc.name, rep.Candidates, rep.CalibCandidates, want, tc.topk)
+		}
 	}
 }

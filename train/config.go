@@ -115,7 +115,13 @@ type RolloutConfig struct {
 	// Placement is "system-user" (the code's) or "user" (Search-R1's).
 	Placement string `yaml:"placement"`
 	// InfoFormat is "code" or "search-r1".
-	InfoFormat        string `yaml:"info_format"`
+	InfoFormat string `yaml:"info_format"`
+	// AnswerFrom is where the reward reads the answer (and whether there is
+	// one): "policy" (default), only the text the policy generated, or
+	// "text", the last <answer> of the whole response, retrieved passages
+	// and the invalid-action message included (the official code's
+	// extract_solution).
+	AnswerFrom        string `yaml:"answer_from"`
 	MaxObsTokens      int    `yaml:"max_obs_tokens"`
 	MaxTurnTokens     int    `yaml:"max_turn_tokens"`
 	MaxPromptTokens   int    `yaml:"max_prompt_tokens"`
@@ -216,6 +222,7 @@ func rolloutDefaults() RolloutConfig {
 	return RolloutConfig{
 		GroupSize: 5, Temperature: a.Temperature, TopP: 1, TopK: 0,
 		MaxTurns: a.MaxTurns, TurnRule: a.TurnRule.String(), Placement: a.Placement.String(), InfoFormat: a.Info.String(),
+		AnswerFrom:   "policy",
 		MaxObsTokens: a.MaxObsTokens, MaxTurnTokens: a.MaxTurnTokens,
 		MaxPromptTokens: a.MaxPromptTokens, MaxResponseTokens: a.MaxResponseTokens,
 		RetrieveAttempts: a.RetrieveAttempts, RetrieveTimeout: a.RetrieveTimeout,
@@ -556,6 +563,13 @@ func (c *Config) rolloutConfig() (agent.RolloutConfig, error) {
 	}
 	if r.Info, err = agent.ParseInfoFormat(c.Rollout.InfoFormat); err != nil {
 		errs = append(errs, err)
+	}
+	switch c.Rollout.AnswerFrom {
+	case "policy", "":
+	case "text":
+		r.Reward.WholeText = true
+	default:
+		errs = append(errs, fmt.Errorf("rollout.answer_from %q: want policy or text", c.Rollout.AnswerFrom))
 	}
 	ro := c.Rollout
 	r.ChatFamily = c.Model.ChatFamily

@@ -30,7 +30,7 @@ func newCalibrateAPSRetrievalCmd() *cobra.Command {
 		noProgress                              bool
 	)
 	cmd := &cobra.Command{
-		Use:   "aps --qa FILE (--index DIR | --server URL) [--topk 20 --alpha 0.2 --n 150 --seed 0] [--out qhat.json]",
+		Use:   "aps --qa FILE (--index DIR | --server URL) [--topk 5 --alpha 0.2 --n 150 --seed 0] [--out qhat.json]",
 		Short: "Calibrate APS's threshold q̂ on real retrieval for a QA file",
 		Long: `Calibrate APS on real retrieval.
 
@@ -132,7 +132,7 @@ conditional on retrieval success).`,
 	f.IntVar(&cfg.APS.MinDocs, "min-docs", cfg.APS.MinDocs, "lower clamp on the kept count")
 	f.IntVar(&cfg.APS.MaxDocs, "max-docs", cfg.APS.MaxDocs, "upper clamp on the kept count (0 = none)")
 	f.StringVar(&quant, "quantile", "conformal", "quantile rule: conformal (⌈(n+1)(1-α)⌉-th smallest), higher (numpy), linear")
-	f.StringVar(&preset, "preset", "paper", "defaults: paper (α=0.2, min-docs 1, conformal) or code (α=0.1, min-docs 2, higher)")
+	f.StringVar(&preset, "preset", "paper", "defaults: paper (α=0.2, min-docs 1, conformal) or code (α=0.1, min-docs 2, higher, --topk 20 --candidates 5)")
 	f.BoolVar(&cfg.Randomized, "randomized", false, "use the randomized score c_{r-1} + U·p_r")
 	f.BoolVar(&cfg.GoldOnly, "gold-only", false, "keep only questions whose gold passage was retrieved")
 	f.IntVar(&cfg.FixedK, "fixed-k", cfg.FixedK, "the fixed top-k baseline")
@@ -146,17 +146,25 @@ conditional on retrieval success).`,
 // preset unless given explicitly.
 func applyRetrievalAPSPreset(cmd *cobra.Command, preset string, cfg *calibrate.Config, quant *string) error {
 	var alpha float64
-	var minDocs int
+	var minDocs, topk, candidates int
 	var rule string
 	switch preset {
 	case "paper":
 		alpha, minDocs, rule = conformal.PaperAlpha, conformal.PaperMinDocs, conformal.RuleConformal.String()
+		topk, candidates = cfg.TopK, cfg.Candidates
 	case "code":
 		alpha, minDocs, rule = conformal.CodeAlpha, conformal.CodeMinDocs, conformal.CodeQuantile.String()
+		topk, candidates = 20, 5 // calibrate on 20, keep from 5
 	default:
 		return fmt.Errorf("--preset %q: want paper or code", preset)
 	}
 	f := cmd.Flags()
+	if !f.Changed("topk") {
+		cfg.TopK = topk
+	}
+	if !f.Changed("candidates") {
+		cfg.Candidates = candidates
+	}
 	if !f.Changed("alpha") {
 		cfg.Alpha = alpha
 	}
