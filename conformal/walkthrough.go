@@ -256,11 +256,16 @@ func walkACI(cfg WalkthroughConfig) (aciWalk, error) {
 		boot = append(boot, batch(0)...)
 	}
 	boot = boot[:150]
-	plain := DefaultACIConfig()
+	// The paper's window counts iterations (2000 of 2,560 trajectories);
+	// scaled down to this stream, it holds as many iterations as 2000
+	// scores fill, like the code's window of 2000 scores.
+	paper := DefaultACIConfig()
+	paper.Window = walkWindowIters(cfg)
+	plain := paper
 	plain.Rule = RulePlain
 	fixed := plain
 	fixed.Gamma = 1e-12 // α stays ρ
-	cfgs := [len(aciNames)]ACIConfig{plain, DefaultACIConfig(), CodeACIConfig(), fixed}
+	cfgs := [len(aciNames)]ACIConfig{plain, paper, CodeACIConfig(), fixed}
 	var ctl [len(aciNames)]*ACI
 	for i, c := range cfgs {
 		var err error
@@ -283,6 +288,12 @@ func walkACI(cfg WalkthroughConfig) (aciWalk, error) {
 	return out, nil
 }
 
+// walkWindowIters is the paper-style window of the walkthrough, in
+// iterations: as many as DefaultWindow scores fill.
+func walkWindowIters(cfg WalkthroughConfig) int {
+	return max(1, DefaultWindow/max(1, cfg.Batch))
+}
+
 // lateErr is the mean err_t of controller i over the last three quarters.
 func (a aciWalk) lateErr(i int) float64 {
 	n := len(a.err[i])
@@ -290,8 +301,8 @@ func (a aciWalk) lateErr(i int) float64 {
 }
 
 func (a aciWalk) print(w io.Writer, cfg WalkthroughConfig) error {
-	fmt.Fprintf(w, "ACI on a drifting simulated training stream: %d steps × %d trajectories, window %d, bootstrap 150 scores,\n",
-		cfg.Steps, cfg.Batch, DefaultWindow)
+	fmt.Fprintf(w, "ACI on a drifting simulated training stream: %d steps × %d trajectories, window %d iterations (plain, smoothed) or %d scores (ema, the code's), bootstrap 150 scores,\n",
+		cfg.Steps, cfg.Batch, walkWindowIters(cfg), DefaultWindow)
 	fmt.Fprintf(w, "ρ = %g, γ = %g, η = %g; median NLL falls 4 → 1 geometrically (err = mean over the last 25 steps)\n\n",
 		DefaultRho, DefaultGamma, DefaultEta)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

@@ -161,6 +161,10 @@ type ACIConfig struct {
 	Gamma   float64 `yaml:"gamma"`
 	Eta     float64 `yaml:"eta"`
 	Window  int     `yaml:"window"`
+	// WindowUnit is what Window counts: "iterations" (the paper: every
+	// score of the last Window steps) or "scores" (the official code's
+	// deque of the last Window scores).
+	WindowUnit string `yaml:"window_unit"`
 	// Rule is "smoothed" (paper Eq. 7), "plain" (Eq. 4) or "ema" (the code).
 	Rule string `yaml:"rule"`
 	// Quantile is "conformal", "higher" or "linear" (the code's).
@@ -238,7 +242,7 @@ func grpoDefaults() GRPOConfig {
 
 func aciDefaults() ACIConfig {
 	c := conformal.DefaultACIConfig()
-	return ACIConfig{Enabled: true, Rho: c.Rho, Gamma: c.Gamma, Eta: c.Eta, Window: c.Window,
+	return ACIConfig{Enabled: true, Rho: c.Rho, Gamma: c.Gamma, Eta: c.Eta, Window: c.Window, WindowUnit: c.WindowUnit.String(),
 		Rule: c.Rule.String(), Quantile: c.Quantile.String(), Decay: c.Decay, Alpha1: 0, // α₁ = ρ
 		AlphaMin: c.AlphaMin, AlphaMax: c.AlphaMax, CalibPrompts: 150}
 }
@@ -603,7 +607,11 @@ func (c *Config) aciConfig() (conformal.ACIConfig, error) {
 	if err != nil {
 		return conformal.ACIConfig{}, err
 	}
-	out := conformal.ACIConfig{Rho: a.Rho, Gamma: a.Gamma, Eta: a.Eta, Window: a.Window, Rule: rule, Quantile: q,
+	unit, err := conformal.ParseACIWindow(a.WindowUnit)
+	if err != nil {
+		return conformal.ACIConfig{}, fmt.Errorf("aci.window_unit: %w", err)
+	}
+	out := conformal.ACIConfig{Rho: a.Rho, Gamma: a.Gamma, Eta: a.Eta, Window: a.Window, WindowUnit: unit, Rule: rule, Quantile: q,
 		Decay: a.Decay, Alpha1: a.Alpha1, AlphaMin: a.AlphaMin, AlphaMax: a.AlphaMax}
 	return out, out.Validate()
 }

@@ -275,7 +275,7 @@ everything up to --max-docs); one of the two is required.`,
 
 func newACICmd() *cobra.Command {
 	var (
-		in, out, ruleName, quant, bootstrap, loadState, saveState string
+		in, out, ruleName, quant, bootstrap, loadState, saveState, windowUnit string
 		cfg                                                       = conformal.DefaultACIConfig()
 	)
 	cmd := &cobra.Command{
@@ -292,8 +292,10 @@ infinite (e.g. an empty window).
 
 Rules: plain (paper Eq. 4), smoothed (paper Eq. 7, default), ema (official
 code; α clipped to [0.01, 0.99]). The quantile defaults to conformal, or to
-linear for ema. --bootstrap FILE (same format, all lines concatenated) preloads
-the window. --save-state writes the controller's JSON state after the last
+linear for ema. The window holds the scores of the last --window iterations
+(paper §3.3, the default) or the last --window scores (--window-unit scores,
+the official code's deque; the default for ema). --bootstrap FILE (same
+format, all lines concatenated) preloads the window. --save-state writes the controller's JSON state after the last
 step; --load-state resumes from one (its config is used; config flags are
 then refused).`,
 		Args: cobra.NoArgs,
@@ -305,7 +307,7 @@ then refused).`,
 			}
 			var ctl *conformal.ACI
 			if loadState != "" {
-				for _, name := range []string{"rho", "gamma", "eta", "window", "rule", "quantile", "alpha1", "decay", "bootstrap"} {
+				for _, name := range []string{"rho", "gamma", "eta", "window", "window-unit", "rule", "quantile", "alpha1", "decay", "bootstrap"} {
 					if f.Changed(name) {
 						return fmt.Errorf("--%s conflicts with --load-state (the state holds the config)", name)
 					}
@@ -322,9 +324,14 @@ then refused).`,
 				if cfg.Rule, err = conformal.ParseACIRule(ruleName); err != nil {
 					return fmt.Errorf("--rule: %w", err)
 				}
-				cfg.Quantile = conformal.RuleConformal
+				cfg.Quantile, cfg.WindowUnit = conformal.RuleConformal, conformal.WindowIterations
 				if cfg.Rule == conformal.RuleEMA {
-					cfg.Quantile = conformal.RuleLinear
+					cfg.Quantile, cfg.WindowUnit = conformal.RuleLinear, conformal.WindowScores
+				}
+				if f.Changed("window-unit") {
+					if cfg.WindowUnit, err = conformal.ParseACIWindow(windowUnit); err != nil {
+						return fmt.Errorf("--window-unit: %w", err)
+					}
 				}
 				if f.Changed("quantile") {
 					if cfg.Quantile, err = conformal.ParseQuantileRule(quant); err != nil {
@@ -377,7 +384,8 @@ then refused).`,
 	f.Float64Var(&cfg.Rho, "rho", conformal.DefaultRho, "target error rate ρ in (0, 1)")
 	f.Float64Var(&cfg.Gamma, "gamma", conformal.DefaultGamma, "step size γ > 0")
 	f.Float64Var(&cfg.Eta, "eta", conformal.DefaultEta, "weight η in [0, 1] of trajectories above q_t")
-	f.IntVar(&cfg.Window, "window", conformal.DefaultWindow, "rolling window of past scores")
+	f.IntVar(&cfg.Window, "window", conformal.DefaultWindow, "rolling window of past iterations (or scores, see --window-unit)")
+	f.StringVar(&windowUnit, "window-unit", "iterations", "what --window counts: iterations (paper) or scores (official code; default for ema)")
 	f.Float64Var(&cfg.Decay, "decay", conformal.DefaultDecay, "λ of the smoothed and ema rules")
 	f.Float64Var(&cfg.Alpha1, "alpha1", 0, "initial α₁ (default ρ)")
 	f.StringVar(&ruleName, "rule", "smoothed", "update rule: plain (Eq. 4), smoothed (Eq. 7), ema (official code)")
