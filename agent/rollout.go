@@ -714,27 +714,42 @@ func (m Mode) generations(c RolloutConfig) int {
 // ObsCutBlind asks for Search-R1's plain cut. What exceeds the row's
 // remaining budget is dropped (the trajectory then ends).
 func (r *Runner) observe(w *row, text, kind string) ([]int, bool) {
-	ids := r.tok.Encode(text)
-	full := len(ids)
-	if limit := r.cfg.MaxObsTokens; full > limit {
-		tail := infoTail(r.cfg.Info)
-		var tailIDs []int
-		if kind == ObsInformation && !r.cfg.ObsCutBlind && strings.HasSuffix(text, tail) {
-			tailIDs = r.tok.Encode(tail)
-		}
-		if len(tailIDs) < limit {
-			ids = append(r.tok.Encode(strings.TrimSuffix(text, tail))[:limit-len(tailIDs)], tailIDs...)
-		} else {
-			ids = ids[:limit]
-		}
+	ids, cut := cutObservation(r.tok, r.cfg, text, kind)
+	if room := max(w.budget-w.respLen(), 0); len(ids) > room {
+		ids, cut = ids[:room], true
 	}
-	ids = ids[:min(len(ids), max(w.budget-w.respLen(), 0))]
 	start := len(w.t.IDs)
 	w.append(ids, nil)
 	if len(ids) > 0 {
 		w.t.Observations = append(w.t.Observations, Span{Start: start, End: start + len(ids), Kind: kind})
 	}
-	return ids, len(ids) < full
+	return ids, cut
+}
+
+// cutObservation encodes an observation and cuts it to MaxObsTokens: the
+// first tokens of the text (ObsCutBlind, or any observation but an
+// information block ending in its tail), or the first tokens of the block's
+// body followed by the encoded tail. It never returns a token that is not
+// part of the encoded text (a block 1–3 tokens over the limit used to be
+// padded past the body's end), and reports whether anything was dropped.
+func cutObservation(tok Tokenizer, cfg RolloutConfig, text, kind string) ([]int, bool) {
+	ids := tok.Encode(text)
+	limit := cfg.MaxObsTokens
+	if len(ids) <= limit {
+		return ids, false
+	}
+	tail := infoTail(cfg.Info)
+	if kind != ObsInformation || cfg.ObsCutBlind || !strings.HasSuffix(text, tail) {
+		return ids[:limit], true
+	}
+	tailIDs := tok.Encode(tail)
+	if len(tailIDs) >= limit {
+		return ids[:limit], true
+	}
+	body := tok.Encode(strings.TrimSuffix(text, tail))
+	keep := min(len(body), limit-len(tailIDs))
+	out := make([]int, 0, keep+len(tailIDs))
+	return append(append(out, body[:keep]...), tailIDs...), keep < len(body)
 }
 
 // infoTail is what follows the last passage of an information block.

@@ -69,6 +69,8 @@ type Trainer struct {
 	dtype   safetensors.DType
 	metrics *MetricsWriter
 	lastCkp int
+	// droppedPrompts counts the training prompts over max_prompt_tokens.
+	droppedPrompts int
 	// beforeUpdate, when set (tests), sees each step's trajectories before
 	// the update.
 	beforeUpdate func(step int, trajs []Trajectory)
@@ -121,8 +123,8 @@ func startTrainer(c *Config, runDir string, opts RunOptions) (*Trainer, error) {
 	if err := c.Save(filepath.Join(runDir, RunConfigFile)); err != nil {
 		return nil, err
 	}
-	t.logf("run %s: %d prompts, %d steps of %d prompts × %d, policy %s (%.1fM parameters)",
-		c.Name, t.loader.Len(), t.total, c.GRPO.PromptsPerStep, c.Rollout.GroupSize, c.Model.Path,
+	t.logf("run %s: %d prompts (%d dropped: over rollout.max_prompt_tokens %d), %d steps of %d prompts × %d, policy %s (%.1fM parameters)",
+		c.Name, t.loader.Len(), t.droppedPrompts, c.Rollout.MaxPromptTokens, t.total, c.GRPO.PromptsPerStep, c.Rollout.GroupSize, c.Model.Path,
 		float64(policy.Config.NumParameters())/1e6)
 	return t, nil
 }
@@ -193,7 +195,7 @@ func ResumeTrainer(runDir string, sets []string, opts RunOptions) (*Trainer, err
 			return nil, err
 		}
 	}
-	t.logf("resumed %s at step %d of %d from %s", cfg.Name, t.step, t.total, ckpt)
+	t.logf("resumed %s at step %d of %d from %s (%d prompts, %d dropped: over rollout.max_prompt_tokens)", cfg.Name, t.step, t.total, ckpt, t.loader.Len(), t.droppedPrompts)
 	return t, nil
 }
 
@@ -230,6 +232,9 @@ func newTrainer(cfg *Config, runDir string, opts RunOptions) (*Trainer, error) {
 	if cfg.Data.Limit > 0 && cfg.Data.Limit < len(prompts) {
 		prompts = prompts[:cfg.Data.Limit]
 	}
+	if prompts, t.droppedPrompts, err = filterLongPrompts(cfg, t.tok, prompts); err != nil {
+		return nil, err
+	}
 	if len(prompts) < cfg.GRPO.PromptsPerStep {
 		return nil, fmt.Errorf("data.train has %d prompts, fewer than prompts_per_step %d", len(prompts), cfg.GRPO.PromptsPerStep)
 	}
@@ -241,6 +246,33 @@ func newTrainer(cfg *Config, runDir string, opts RunOptions) (*Trainer, error) {
 	}
 	return t, nil
 }
+
+// filterLongPrompts drops the prompts whose rendered agent prompt exceeds
+// rollout.max_prompt_tokens (the paper's data filter), in order, and counts
+// them; a resumed run filters the same file the same way.
+func filterLongPrompts(cfg *Config, tok agent.Tokenizer, prompts []Prompt) ([]Prompt, int, error) {
+	rc, err := cfg.rolloutConfig()
+	if err != nil {
+		return nil, 0, err
+	}
+	qs := make([]string, len(prompts))
+	for i, p := range prompts {
+		qs[i] = p.Question
+	}
+	kept, dropped, err := agent.FilterLongPrompts(tok, rc, qs)
+	if err != nil {
+		return nil, 0, fmt.Errorf("data.train: %w", err)
+	}
+	out := make([]Prompt, len(kept))
+	for i, k := range kept {
+		out[i] = prompts[k]
+	}
+	return out, dropped, nil
+}
+
+// DroppedPrompts is the number of training prompts dropped for being longer
+// than rollout.max_prompt_tokens.
+func (t *Trainer) DroppedPrompts() int { return t.droppedPrompts }
 
 func (t *Trainer) loadReference() error {
 	path := t.cfg.Model.Reference
