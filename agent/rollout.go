@@ -105,17 +105,28 @@ func ParseMode(s string) (Mode, error) {
 }
 
 // TurnRule says how the turn limit MaxTurns is counted (METHOD.md, "Turn
-// limit").
+// limit"). The paper's "a maximum of 4 assistant turns" has two readings,
+// and with MaxTurns = 4 they differ by one generation and one search:
+//
+//	rule    reading of "4 turns"                        generations  searches executed
+//	paper   4 assistant–search rounds, then an answer   ≤ 5          ≤ 4
+//	code    4 assistant generations in all              ≤ 4          ≤ 3
+//
+// The default (paper) is the paper's §3 wording "at most 4 assistant–search
+// rounds" as Search-R1 implements it (max_turns searches, then one final
+// generation without search); the official CAS code counts generations.
 type TurnRule int
 
 const (
 	// TurnsPaper: at most MaxTurns assistant–search rounds, each a
 	// generation whose search is executed, then one final generation whose
 	// search is not executed (Search-R1's max_turns loop plus its final
-	// rollout): up to MaxTurns+1 generations and MaxTurns searches.
+	// rollout): up to MaxTurns+1 generations and MaxTurns searches. With
+	// MaxTurns = 4, 5 generations and 4 searches can happen.
 	TurnsPaper TurnRule = iota
 	// TurnsCode: MaxTurns generations in all, and a search in the last one
-	// is not executed (the official code): up to MaxTurns−1 searches.
+	// is not executed (the official code): up to MaxTurns−1 searches. With
+	// MaxTurns = 4, 4 generations and 3 searches.
 	TurnsCode
 )
 

@@ -108,8 +108,12 @@ type RolloutConfig struct {
 	Temperature  float64 `yaml:"temperature"`
 	TopP         float64 `yaml:"top_p"`
 	TopK         int     `yaml:"top_k"`
-	// MaxTurns and TurnRule bound the generations: "paper" (4 rounds of
-	// search, then a final answer turn) or "code" (4 generations in all).
+	// MaxTurns and TurnRule bound the generations. The paper's "a maximum
+	// of 4 assistant turns" is read two ways (agent.TurnRule): "paper"
+	// counts assistant–search rounds, so max_turns 4 lets 4 searches and a
+	// final answer generation happen (5 generations, Search-R1's loop);
+	// "code" counts generations, so max_turns 4 allows 4 generations and
+	// executes at most 3 searches (the official CAS code).
 	MaxTurns int    `yaml:"max_turns"`
 	TurnRule string `yaml:"turn_rule"`
 	// Placement is "system-user" (the code's) or "user" (Search-R1's).
