@@ -166,8 +166,11 @@ func (c Calibration) Warn() []string {
 	var w []string
 	q := float64(c.QHatLog)
 	switch {
-	case math.IsInf(q, 1):
+	case math.IsInf(q, 1) && ceilIndex(float64(c.N+1)*(1-c.Alpha)) > float64(c.N):
 		w = append(w, fmt.Sprintf("q̂ = +Inf: n = %d is too small for α = %g, so APS keeps every candidate (up to max_docs %d)", c.N, c.Alpha, c.MaxDocs))
+	case math.IsInf(q, 1):
+		w = append(w, fmt.Sprintf("q̂ = +Inf: more than α = %g of the %d calibration queries score +Inf (%d have no gold among their candidates), so APS keeps every candidate (up to max_docs %d)",
+			c.Alpha, c.N, c.NoGold, c.MaxDocs))
 	case float64(c.QHat) == 1:
 		w = append(w, fmt.Sprintf("q̂_E rounds to 1 in float64 (q̂_S = %.6g): an E-scale --qhat would keep every candidate; keep by the calibration file (qhat_log)", q))
 	}

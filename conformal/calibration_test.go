@@ -110,3 +110,23 @@ func FuzzParseCalibration(f *testing.F) {
 		c.Keep([]float64{3, 2, 1})
 	})
 }
+
+// TestCalibrationWarnsNoGold: a threshold that is +Inf because too many
+// queries have no gold says so (not that n is too small).
+func TestCalibrationWarnsNoGold(t *testing.T) {
+	var qs []Query
+	for i := range 20 {
+		g := 0
+		if i%3 == 0 {
+			g = NoGold
+		}
+		qs = append(qs, Query{[]float64{3, 2, 1}, g})
+	}
+	c, err := PaperAPS().Calibrate(qs, 0.2, RuleConformal, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !math.IsInf(float64(c.QHatLog), 1) || len(c.Warnings) == 0 || !strings.Contains(c.Warnings[0], "7 have no gold") {
+		t.Errorf("q̂_S %v warnings %q", c.QHatLog, c.Warnings)
+	}
+}

@@ -195,8 +195,8 @@ score order.
 --calibration FILE keeps by a calibration file (from calibrate-aps --out or
 "cas calibrate aps --out"): its log-scale threshold, temperature and clamps
 (--temperature, --min-docs, --max-docs given explicitly override the file's;
-a file calibrated for a different number of candidates than a query has is
-reported on stderr). --qhat Q takes an E-scale threshold instead (+Inf keeps
+queries with more candidates than the file was calibrated for are reported
+on stderr). --qhat Q takes an E-scale threshold instead (+Inf keeps
 everything up to --max-docs); one of the two is required.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -242,7 +242,7 @@ everything up to --max-docs); one of the two is required.`,
 			enc := json.NewEncoder(&buf)
 			mismatch := 0
 			for _, q := range queries {
-				if cal.Candidates > 0 && len(q.Scores) != cal.Candidates {
+				if cal.Candidates > 0 && len(q.Scores) > cal.Candidates {
 					mismatch++
 				}
 				kept := cal.KeepIndices(q.Scores)
@@ -254,7 +254,7 @@ everything up to --max-docs); one of the two is required.`,
 				}
 			}
 			if mismatch > 0 {
-				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %d of %d queries do not have the %d candidates %s was calibrated for\n",
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %d of %d queries have more than the %d candidates %s was calibrated for (keep from the top %[3]d)\n",
 					mismatch, len(queries), cal.Candidates, calPath)
 			}
 			return writeOutput(cmd, out, buf.Bytes())
