@@ -233,11 +233,11 @@ func (c ACIConfig) Validate() error {
 // through MarshalJSON/UnmarshalJSON.
 type ACI struct {
 	cfg     ACIConfig
-	t       int       // steps taken
-	alpha   float64   // α_{t+1}, the α of the next step
-	ema     float64   // RuleEMA state
-	sNum    float64   // RuleSmoothed: Σ_s λ^{t−s} err_s
-	sDen    float64   // RuleSmoothed: Σ_s λ^{t−s}
+	t       int         // steps taken
+	alpha   float64     // α_{t+1}, the α of the next step
+	ema     float64     // RuleEMA state
+	sNum    float64     // RuleSmoothed: Σ_s λ^{t−s} err_s
+	sDen    float64     // RuleSmoothed: Σ_s λ^{t−s}
 	window  []float64   // WindowScores: ring buffer, len ≤ cfg.Window
 	head    int         // index of the oldest score once the ring is full
 	batches [][]float64 // WindowIterations: one batch per iteration, oldest first, ≤ cfg.Window

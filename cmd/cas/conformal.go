@@ -276,7 +276,7 @@ everything up to --max-docs); one of the two is required.`,
 func newACICmd() *cobra.Command {
 	var (
 		in, out, ruleName, quant, bootstrap, loadState, saveState, windowUnit string
-		cfg                                                       = conformal.DefaultACIConfig()
+		cfg                                                                   = conformal.DefaultACIConfig()
 	)
 	cmd := &cobra.Command{
 		Use:   "aci --in FILE",
