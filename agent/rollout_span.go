@@ -21,14 +21,7 @@ func TokenSpan(tok Tokenizer, ids []int, text string, start, end int) (lo, hi in
 	if start < 0 || end > len(text) || start >= end || n == 0 {
 		return 0, 0
 	}
-	prefix := func(i int) int {
-		d := tok.Decode(ids[:i], true)
-		k := 0
-		for k < len(d) && k < len(text) && d[k] == text[k] {
-			k++
-		}
-		return k
-	}
+	prefix := decodedPrefix(tok, ids, text)
 	lo = sort.Search(n, func(i int) bool { return prefix(i+1) > start })
 	hi = lo + sort.Search(n-lo+1, func(j int) bool { return prefix(lo+j) >= end })
 	return lo, min(hi, n)
@@ -62,14 +55,7 @@ func AnswerTokenSpan(tok Tokenizer, ids []int, text string, start, end int) (lo,
 	if ts >= te {
 		return 0, 0
 	}
-	prefix := func(i int) int {
-		d := tok.Decode(ids[:i], true)
-		k := 0
-		for k < len(d) && k < len(text) && d[k] == text[k] {
-			k++
-		}
-		return k
-	}
+	prefix := decodedPrefix(tok, ids, text)
 	lo = sort.Search(n+1, func(i int) bool { return prefix(i) >= start })
 	hi = sort.Search(n+1, func(i int) bool { return prefix(i) > end }) - 1
 	for lo < hi && prefix(lo+1) <= ts {
@@ -92,4 +78,17 @@ func AnswerTokens(tok Tokenizer, ids []int, text string) (lo, hi int) {
 		return 0, 0
 	}
 	return AnswerTokenSpan(tok, ids, text, start, end)
+}
+
+// decodedPrefix returns P(i) = |common prefix of Decode(ids[:i]) and text|,
+// the bytes of text the first i tokens account for.
+func decodedPrefix(tok Tokenizer, ids []int, text string) func(i int) int {
+	return func(i int) int {
+		d := tok.Decode(ids[:i], true)
+		k := 0
+		for k < len(d) && k < len(text) && d[k] == text[k] {
+			k++
+		}
+		return k
+	}
 }
