@@ -18,6 +18,13 @@ func AgentPromptTokens(tok Tokenizer, cfg RolloutConfig, question string) ([]int
 	if err != nil {
 		return nil, err
 	}
+	return encodePrompt(tok, family, msgs)
+}
+
+// encodePrompt renders messages with the family's chat template and the
+// generation prompt (Qwen3 with thinking disabled) and encodes them: the
+// prompt of every rollout.
+func encodePrompt(tok Tokenizer, family string, msgs []tokenizer.Message) ([]int, error) {
 	no := false
 	text, err := tokenizer.RenderChat(msgs, tokenizer.ChatOptions{Family: family, AddGenerationPrompt: true, EnableThinking: &no})
 	if err != nil {

@@ -600,12 +600,10 @@ func (r *Runner) prompts(ctx context.Context, qs []Question) ([][]int, []SearchC
 		if err != nil {
 			return nil, nil, fmt.Errorf("question %d (id %q): %w", i, q.ID, err)
 		}
-		no := false
-		text, err := tokenizer.RenderChat(msgs, tokenizer.ChatOptions{Family: r.family, AddGenerationPrompt: true, EnableThinking: &no})
+		ids, err := encodePrompt(r.tok, r.family, msgs)
 		if err != nil {
 			return nil, nil, fmt.Errorf("question %d (id %q): %w", i, q.ID, err)
 		}
-		ids := r.tok.Encode(text)
 		if len(ids) > limit {
 			return nil, nil, fmt.Errorf("question %d (id %q): prompt has %d tokens, more than the limit of %d (max prompt tokens %d, model context %d)",
 				i, q.ID, len(ids), limit, r.cfg.MaxPromptTokens, r.policy.MaxContext())
