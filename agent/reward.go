@@ -271,6 +271,13 @@ type RewardConfig struct {
 	// FinalFormatScore is earned by an invalid response that still has an
 	// answer, wrong (0.1).
 	FinalFormatScore float64
+	// WholeText takes the answer (and "has an answer") from the whole
+	// decoded response, retrieved passages and the invalid-action message
+	// included: the official code's extract_solution. By default
+	// (false) ScoreGenerated reads it only from the text the policy
+	// generated, so a passage quoting "<answer>Paris</answer>" or the
+	// invalid-action message's "<answer> and </answer>" earns nothing.
+	WholeText bool
 }
 
 // DefaultRewardConfig is the paper's and the code's table: 1.0 / 0.8 / 0.2 / 0.1 / 0.
@@ -301,6 +308,37 @@ type Outcome struct {
 // NormalizeAnswer. A valid response always has an answer.
 func (c RewardConfig) Score(response string, golds []string) Outcome {
 	ans, has := ExtractAnswer(response)
+	return c.score(response, ans, has, golds)
+}
+
+// ScoreGenerated is Score with the answer taken from the policy's own text:
+// generated holds the response's runs of policy-generated tokens (loss mask
+// 1), decoded, in order, and the answer is PolicyAnswer(generated). The
+// format check still reads the whole response. With WholeText it is Score.
+func (c RewardConfig) ScoreGenerated(response string, generated []string, golds []string) Outcome {
+	if c.WholeText {
+		return c.Score(response, golds)
+	}
+	ans, has := PolicyAnswer(generated)
+	return c.score(response, ans, has, golds)
+}
+
+// PolicyAnswer returns the content of the last <answer>…</answer> that lies
+// within one run of policy-generated text (ExtractAnswer on each run; the
+// last run with an answer wins), stripped, and whether there is one. Tags
+// inside observations never reach it, and an <answer> is never paired with
+// a </answer> across an observation.
+func PolicyAnswer(generated []string) (string, bool) {
+	for i := len(generated) - 1; i >= 0; i-- {
+		if ans, ok := ExtractAnswer(generated[i]); ok {
+			return ans, true
+		}
+	}
+	return "", false
+}
+
+// score fills the reward table for an extracted answer.
+func (c RewardConfig) score(response, ans string, has bool, golds []string) Outcome {
 	o := Outcome{Valid: ValidFormat(response), HasAnswer: has, Answer: ans}
 	if !has {
 		return o

@@ -105,17 +105,28 @@ func ParseMode(s string) (Mode, error) {
 }
 
 // TurnRule says how the turn limit MaxTurns is counted (METHOD.md, "Turn
-// limit").
+// limit"). The paper's "a maximum of 4 assistant turns" has two readings,
+// and with MaxTurns = 4 they differ by one generation and one search:
+//
+//	rule    reading of "4 turns"                        generations  searches executed
+//	paper   4 assistant–search rounds, then an answer   ≤ 5          ≤ 4
+//	code    4 assistant generations in all              ≤ 4          ≤ 3
+//
+// The default (paper) is the paper's §3 wording "at most 4 assistant–search
+// rounds" as Search-R1 implements it (max_turns searches, then one final
+// generation without search); the official CAS code counts generations.
 type TurnRule int
 
 const (
 	// TurnsPaper: at most MaxTurns assistant–search rounds, each a
 	// generation whose search is executed, then one final generation whose
 	// search is not executed (Search-R1's max_turns loop plus its final
-	// rollout): up to MaxTurns+1 generations and MaxTurns searches.
+	// rollout): up to MaxTurns+1 generations and MaxTurns searches. With
+	// MaxTurns = 4, 5 generations and 4 searches can happen.
 	TurnsPaper TurnRule = iota
 	// TurnsCode: MaxTurns generations in all, and a search in the last one
-	// is not executed (the official code): up to MaxTurns−1 searches.
+	// is not executed (the official code): up to MaxTurns−1 searches. With
+	// MaxTurns = 4, 4 generations and 3 searches.
 	TurnsCode
 )
 
@@ -165,10 +176,10 @@ type RolloutConfig struct {
 	// Candidates is the number N of passages retrieved per search when APS
 	// is on (code: 5 at training time).
 	Candidates int
-	// APS, when not nil, keeps the Keep(scores, QHat) best candidates
-	// (APS truncation); nil keeps the TopK best (the −APS ablation: 3).
-	APS  *conformal.APS
-	QHat float64
+	// APS, when not nil, keeps the APS.Keep(scores) best candidates (APS
+	// truncation by a calibration, decided on its log-scale threshold); nil
+	// keeps the TopK best (the −APS ablation: 3).
+	APS  *conformal.Calibration
 	TopK int
 
 	// MaxObsTokens cuts every appended observation (information block or
@@ -256,7 +267,7 @@ func (c RolloutConfig) Validate() error {
 		if c.Candidates < 1 {
 			bad("candidates %d < 1", c.Candidates)
 		}
-		if math.IsNaN(c.QHat) {
+		if math.IsNaN(float64(c.APS.QHatLog)) {
 			bad("aps: q̂ is NaN")
 		}
 	} else if c.TopK < 1 {
@@ -589,12 +600,10 @@ func (r *Runner) prompts(ctx context.Context, qs []Question) ([][]int, []SearchC
 		if err != nil {
 			return nil, nil, fmt.Errorf("question %d (id %q): %w", i, q.ID, err)
 		}
-		no := false
-		text, err := tokenizer.RenderChat(msgs, tokenizer.ChatOptions{Family: r.family, AddGenerationPrompt: true, EnableThinking: &no})
+		ids, err := encodePrompt(r.tok, r.family, msgs)
 		if err != nil {
 			return nil, nil, fmt.Errorf("question %d (id %q): %w", i, q.ID, err)
 		}
-		ids := r.tok.Encode(text)
 		if len(ids) > limit {
 			return nil, nil, fmt.Errorf("question %d (id %q): prompt has %d tokens, more than the limit of %d (max prompt tokens %d, model context %d)",
 				i, q.ID, len(ids), limit, r.cfg.MaxPromptTokens, r.policy.MaxContext())
@@ -714,27 +723,42 @@ func (m Mode) generations(c RolloutConfig) int {
 // ObsCutBlind asks for Search-R1's plain cut. What exceeds the row's
 // remaining budget is dropped (the trajectory then ends).
 func (r *Runner) observe(w *row, text, kind string) ([]int, bool) {
-	ids := r.tok.Encode(text)
-	full := len(ids)
-	if limit := r.cfg.MaxObsTokens; full > limit {
-		tail := infoTail(r.cfg.Info)
-		var tailIDs []int
-		if kind == ObsInformation && !r.cfg.ObsCutBlind && strings.HasSuffix(text, tail) {
-			tailIDs = r.tok.Encode(tail)
-		}
-		if len(tailIDs) < limit {
-			ids = append(r.tok.Encode(strings.TrimSuffix(text, tail))[:limit-len(tailIDs)], tailIDs...)
-		} else {
-			ids = ids[:limit]
-		}
+	ids, cut := cutObservation(r.tok, r.cfg, text, kind)
+	if room := max(w.budget-w.respLen(), 0); len(ids) > room {
+		ids, cut = ids[:room], true
 	}
-	ids = ids[:min(len(ids), max(w.budget-w.respLen(), 0))]
 	start := len(w.t.IDs)
 	w.append(ids, nil)
 	if len(ids) > 0 {
 		w.t.Observations = append(w.t.Observations, Span{Start: start, End: start + len(ids), Kind: kind})
 	}
-	return ids, len(ids) < full
+	return ids, cut
+}
+
+// cutObservation encodes an observation and cuts it to MaxObsTokens: the
+// first tokens of the text (ObsCutBlind, or any observation but an
+// information block ending in its tail), or the first tokens of the block's
+// body followed by the encoded tail. It never returns a token that is not
+// part of the encoded text (a block 1–3 tokens over the limit used to be
+// padded past the body's end), and reports whether anything was dropped.
+func cutObservation(tok Tokenizer, cfg RolloutConfig, text, kind string) ([]int, bool) {
+	ids := tok.Encode(text)
+	limit := cfg.MaxObsTokens
+	if len(ids) <= limit {
+		return ids, false
+	}
+	tail := infoTail(cfg.Info)
+	if kind != ObsInformation || cfg.ObsCutBlind || !strings.HasSuffix(text, tail) {
+		return ids[:limit], true
+	}
+	tailIDs := tok.Encode(tail)
+	if len(tailIDs) >= limit {
+		return ids[:limit], true
+	}
+	body := tok.Encode(strings.TrimSuffix(text, tail))
+	keep := min(len(body), limit-len(tailIDs))
+	out := make([]int, 0, keep+len(tailIDs))
+	return append(append(out, body[:keep]...), tailIDs...), keep < len(body)
 }
 
 // infoTail is what follows the last passage of an information block.
@@ -817,41 +841,56 @@ func (r *Runner) finish(w *row, f Finish) {
 	t.Finish = f
 	resp := t.ResponseIDs()
 	t.Response = r.tok.Decode(resp, true)
-	t.Outcome = r.cfg.Reward.Score(t.Response, w.golds)
+	runs := generatedRuns(t.ResponseMask())
+	texts := make([]string, len(runs))
+	for i, g := range runs {
+		texts[i] = r.tok.Decode(resp[g[0]:g[1]], true)
+	}
+	t.Outcome = r.cfg.Reward.ScoreGenerated(t.Response, texts, w.golds)
 	t.Prediction, t.EM = t.Outcome.Answer, t.Outcome.EM
 	if r.cfg.Mode != ModeAgent && !t.Outcome.HasAnswer {
 		t.Prediction = pyStrip(t.Response)
 		t.EM = ExactMatch(t.Prediction, w.golds)
 	}
-	t.AnswerSpan = r.answerSpan(t)
+	t.AnswerSpan = r.answerSpan(resp, runs, texts)
 	if r.OnDone != nil {
 		r.OnDone(t)
 	}
 }
 
-// answerSpan finds the tokens of the first <answer>…</answer> the policy
-// generated: it looks in each run of generated tokens (between
-// observations) in turn, so an answer quoted by an observation — the
-// invalid-action message holds "<answer> and </answer>" — never counts.
-func (r *Runner) answerSpan(t *Trajectory) [2]int {
-	resp, mask := t.ResponseIDs(), t.ResponseMask()
-	for i := 0; i < len(resp); {
+// generatedRuns lists the runs [i, j) of policy-generated tokens (mask 1)
+// of a response, in order: the text between observations.
+func generatedRuns(mask []uint8) [][2]int {
+	var out [][2]int
+	for i := 0; i < len(mask); {
 		if mask[i] == 0 {
 			i++
 			continue
 		}
 		j := i
-		for j < len(resp) && mask[j] == 1 {
+		for j < len(mask) && mask[j] == 1 {
 			j++
 		}
-		text := r.tok.Decode(resp[i:j], true)
-		if start, end, ok := AnswerSpan(text); ok {
-			if lo, hi := TokenSpan(r.tok, resp[i:j], text, start, end); hi > lo {
-				return [2]int{i + lo, i + hi}
+		out = append(out, [2]int{i, j})
+		i = j
+	}
+	return out
+}
+
+// answerSpan finds the tokens of the first <answer>…</answer> the policy
+// generated: it looks in each run of generated tokens (between
+// observations; texts are the runs decoded) in turn, so an answer quoted by
+// an observation — the invalid-action message holds "<answer> and
+// </answer>" — never counts. The span is AnswerTokenSpan's: the tokens
+// strictly inside the tags.
+func (r *Runner) answerSpan(resp []int, runs [][2]int, texts []string) [2]int {
+	for k, g := range runs {
+		if _, _, ok := AnswerSpan(texts[k]); ok {
+			if lo, hi := AnswerTokens(r.tok, resp[g[0]:g[1]], texts[k]); hi > lo {
+				return [2]int{g[0] + lo, g[0] + hi}
 			}
 			return [2]int{}
 		}
-		i = j
 	}
 	return [2]int{}
 }

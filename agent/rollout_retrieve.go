@@ -56,8 +56,8 @@ func (r *Runner) search(ctx context.Context, queries []string, turn int) ([]stri
 }
 
 // selectDocs returns the indices of the passages to keep, best first: with
-// APS the Keep(scores, q̂) best of the candidates (paper: k = min{k : c_k ≥
-// q̂}, clamped), otherwise the TopK first.
+// APS the Keep(scores) best of the candidates (paper: k = min{k : c_k ≥
+// q̂}, clamped; decided in log space), otherwise the TopK first.
 func (r *Runner) selectDocs(hits []search.Hit) []int {
 	if r.cfg.APS == nil {
 		n := min(r.cfg.TopK, len(hits))
@@ -71,7 +71,7 @@ func (r *Runner) selectDocs(hits []search.Hit) []int {
 	for i, h := range hits {
 		scores[i] = float64(h.Score)
 	}
-	return r.cfg.APS.KeepIndices(scores, r.cfg.QHat)
+	return r.cfg.APS.KeepIndices(scores)
 }
 
 // retrieve calls the retriever with bounded retries: each attempt is limited

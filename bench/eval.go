@@ -228,6 +228,7 @@ type Settings struct {
 	TopK          int                  `json:"topk,omitempty"`
 	Candidates    int                  `json:"candidates,omitempty"`
 	QHat          *conformal.JSONFloat `json:"qhat,omitempty"`
+	QHatLog       *conformal.JSONFloat `json:"qhat_log,omitempty"`
 	APSTemp       float64              `json:"aps_temperature,omitempty"`
 	APSMinDocs    int                  `json:"aps_min_docs,omitempty"`
 	APSMaxDocs    int                  `json:"aps_max_docs,omitempty"`
@@ -242,8 +243,8 @@ func settingsOf(c agent.RolloutConfig) Settings {
 		MaxObsTokens: c.MaxObsTokens, MaxTurnTokens: c.MaxTurnTokens, Temperature: c.Temperature,
 	}
 	if c.APS != nil {
-		q := conformal.JSONFloat(c.QHat) // "+Inf" keeps every candidate
-		s.Selection, s.Candidates, s.QHat = "aps", c.Candidates, &q
+		q, ql := c.APS.QHat, c.APS.QHatLog // "+Inf" keeps every candidate
+		s.Selection, s.Candidates, s.QHat, s.QHatLog = "aps", c.Candidates, &q, &ql
 		s.APSTemp, s.APSMinDocs, s.APSMaxDocs = c.APS.Temperature, c.APS.MinDocs, c.APS.MaxDocs
 	} else {
 		s.Selection, s.TopK = "top-k", c.TopK

@@ -17,6 +17,7 @@ import (
 // Config is one calibration run.
 type Config struct {
 	TopK       int                    // candidates retrieved per question (code: 20 at calibration)
+	Candidates int                    // candidates per search at use time (0: TopK, exchangeable; code: 5)
 	Alpha      float64                // miscoverage level α; target coverage 1 − α
 	N          int                    // calibration questions, drawn at random
 	Test       int                    // held-out questions (0: all the others)
@@ -34,12 +35,14 @@ type Config struct {
 	GoldOnly bool
 }
 
-// DefaultConfig returns the paper's setting: top-20 candidates, α = 0.2,
-// T = 0.01, k ∈ [1, 5], the finite-sample conformal quantile, 150
-// calibration questions, fixed top-3 baseline.
+// DefaultConfig returns the paper's setting: α = 0.2, T = 0.01, k ∈ [1, 5],
+// the finite-sample conformal quantile, 150 calibration questions, fixed
+// top-3 baseline, and 5 candidates per question, as many as a training
+// search retrieves (so calibration and use scores are exchangeable; the
+// official code calibrates on 20 and keeps from 5: TopK 20, Candidates 5).
 func DefaultConfig() Config {
 	return Config{
-		TopK: 20, Alpha: conformal.PaperAlpha, N: 150, APS: conformal.PaperAPS(),
+		TopK: 5, Alpha: conformal.PaperAlpha, N: 150, APS: conformal.PaperAPS(),
 		Rule: conformal.RuleConformal, FixedK: 3, Batch: 256,
 	}
 }
@@ -49,6 +52,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.TopK < 1:
 		return fmt.Errorf("topk %d < 1", c.TopK)
+	case c.Candidates < 0 || c.Candidates > c.TopK:
+		return fmt.Errorf("candidates %d outside [0, topk %d]", c.Candidates, c.TopK)
 	case !(c.Alpha > 0 && c.Alpha < 1):
 		return fmt.Errorf("alpha %v outside (0, 1)", c.Alpha)
 	case c.N < 1:
@@ -80,31 +85,24 @@ type SetStats struct {
 	Histogram []int `json:"kept_histogram"`
 }
 
-// Report is the result of Run, written as qhat.json.
+// Report is the result of Run, written as qhat.json: the calibration file
+// (conformal.Calibration, what the trainer and the evaluator read) with the
+// held-out evaluation and the run's settings next to it.
 type Report struct {
-	QHat           conformal.JSONFloat `json:"qhat"`
-	N              int                 `json:"n"`
-	Alpha          float64             `json:"alpha"`
-	TargetCoverage float64             `json:"target_coverage"`
-	SetStats                           // APS on the held-out questions
-	Test           int                 `json:"test"`
-	TestGold       int                 `json:"test_gold_retrieved"`
-	CalCoverage    float64             `json:"calibration_coverage"`
-	CalGold        int                 `json:"calibration_gold_retrieved"`
-	Fixed          FixedStats          `json:"fixed"`
-	TopK           int                 `json:"topk"`
-	Quantile       string              `json:"quantile"`
-	Temperature    float64             `json:"temperature"`
-	MinDocs        int                 `json:"min_docs"`
-	MaxDocs        int                 `json:"max_docs"`
-	Randomized     bool                `json:"randomized"`
-	Seed           uint64              `json:"seed"`
-	Judge          string              `json:"judge"`
-	GoldOnly       bool                `json:"gold_only"`
-	SkippedNoGold  int                 `json:"skipped_no_gold,omitempty"` // questions dropped by GoldOnly
-	QA             string              `json:"qa,omitempty"`
-	Index          string              `json:"index,omitempty"`
-	Seconds        float64             `json:"seconds"`
+	conformal.Calibration
+	SetStats                 // APS on the held-out questions
+	Test          int        `json:"test"`
+	TestGold      int        `json:"test_gold_retrieved"`
+	CalGold       int        `json:"calibration_gold_retrieved"`
+	Fixed         FixedStats `json:"fixed"`
+	TopK          int        `json:"topk"`
+	Seed          uint64     `json:"seed"`
+	Judge         string     `json:"judge"`
+	GoldOnly      bool       `json:"gold_only"`
+	SkippedNoGold int        `json:"skipped_no_gold,omitempty"` // questions dropped by GoldOnly
+	QA            string     `json:"qa,omitempty"`
+	Index         string     `json:"index,omitempty"`
+	Seconds       float64    `json:"seconds"`
 }
 
 // FixedStats are SetStats of the fixed top-k baseline.
@@ -168,51 +166,46 @@ func Run(ctx context.Context, r search.Retriever, qa []QA, judge Judge, cfg Conf
 	}
 	cal, held := lab[:cfg.N], lab[cfg.N:]
 
-	// Calibration scores E_i and the threshold.
+	// Calibration scores S_i and the threshold (log scale).
 	var urng *rand.Rand
 	if cfg.Randomized {
 		urng = rand.New(rand.NewPCG(cfg.Seed^0x9e3779b97f4a7c15, cfg.Seed))
 	}
-	calE := make([]float64, len(cal))
-	rep := Report{
-		N: cfg.N, Alpha: cfg.Alpha, TargetCoverage: 1 - cfg.Alpha, Test: len(held),
-		TopK: cfg.TopK, Quantile: cfg.Rule.String(), Temperature: cfg.APS.Temperature,
-		MinDocs: cfg.APS.MinDocs, MaxDocs: cfg.APS.MaxDocs, Randomized: cfg.Randomized,
-		Seed: cfg.Seed, Judge: judgeName(judge), GoldOnly: cfg.GoldOnly, SkippedNoGold: skipped,
-	}
+	calQ := make([]conformal.Query, len(cal))
+	rep := Report{TopK: cfg.TopK, Seed: cfg.Seed, Judge: judgeName(judge), GoldOnly: cfg.GoldOnly, SkippedNoGold: skipped}
 	for i, q := range cal {
-		if calE[i], err = apsScore(cfg.APS, q, urng); err != nil {
-			return Report{}, fmt.Errorf("calibration question %q: %w", qa[chosen[i]].ID, err)
-		}
+		calQ[i] = conformal.Query{Scores: q.scores, Gold: q.gold}
 		if q.gold != conformal.NoGold {
 			rep.CalGold++
 		}
 	}
-	qhat := conformal.Quantile(calE, 1-cfg.Alpha, cfg.Rule)
-	rep.QHat = conformal.JSONFloat(qhat)
-	covered := 0
-	for _, e := range calE {
-		if e <= qhat {
-			covered++
-		}
+	c, err := cfg.APS.Calibrate(calQ, cfg.Alpha, cfg.Rule, urng)
+	if err != nil {
+		return Report{}, fmt.Errorf("calibration: %w", err)
 	}
-	rep.CalCoverage = float64(covered) / float64(len(calE))
+	c.CalibCandidates = cfg.TopK
+	m := cfg.Candidates
+	if m == 0 {
+		m = cfg.TopK
+	}
+	c.UseCandidates(m, calQ)
+	rep.Calibration = c
 
-	// Held-out evaluation: APS and fixed top-k.
+	// Held-out evaluation: APS (keeping from the top m) and fixed top-k.
 	aps := SetStats{Histogram: make([]int, cfg.TopK+1)}
 	fixed := SetStats{Histogram: make([]int, cfg.TopK+1)}
 	var apsCovered, apsKeptGold, fixedKeptGold, apsKeptSum, fixedKeptSum int
 	for i, q := range held {
-		e, err := apsScore(cfg.APS, q, urng)
+		s, err := apsLogScore(cfg.APS, q, urng)
 		if err != nil {
 			return Report{}, fmt.Errorf("held-out question %q: %w", qa[chosen[cfg.N+i]].ID, err)
 		}
-		if e <= qhat {
+		if s <= float64(c.QHatLog) {
 			apsCovered++
 		}
 		var kept []int
 		if len(q.scores) > 0 {
-			kept = cfg.APS.KeepIndices(q.scores, qhat)
+			kept = c.KeepIndices(q.scores[:min(m, len(q.scores))])
 		}
 		fk := min(cfg.FixedK, len(q.scores))
 		aps.Histogram[len(kept)]++
@@ -243,25 +236,21 @@ func Run(ctx context.Context, r search.Retriever, qa []QA, judge Judge, cfg Conf
 	}
 	aps.Histogram = trimHistogram(aps.Histogram)
 	fixed.Histogram = trimHistogram(fixed.Histogram)
+	rep.Test = len(held)
 	rep.SetStats = aps
 	rep.Fixed = FixedStats{K: cfg.FixedK, SetStats: fixed}
 	rep.Seconds = time.Since(start).Seconds()
 	return rep, nil
 }
 
-// apsScore is E = c_r (or c_{r−1} + U·p_r), and 1 for a question without
-// candidates or without a gold passage among them.
-func apsScore(a conformal.APS, q labelled, urng *rand.Rand) (float64, error) {
-	if len(q.scores) == 0 || q.gold == conformal.NoGold {
-		if urng != nil {
-			urng.Float64() // keep the U stream aligned with the questions
-		}
-		return 1, nil
-	}
+// apsLogScore is the log-scale score S = −log(1 − c_r) (or its randomized
+// version), +Inf for a question without candidates or without a gold
+// passage among them; it draws one U per question with urng.
+func apsLogScore(a conformal.APS, q labelled, urng *rand.Rand) (float64, error) {
 	if urng != nil {
-		return a.RandomizedScore(q.scores, q.gold, urng.Float64())
+		return a.RandomizedLogScore(q.scores, q.gold, urng.Float64())
 	}
-	return a.Score(q.scores, q.gold)
+	return a.LogScore(q.scores, q.gold)
 }
 
 // retrieveAndLabel retrieves the chosen questions in batches and labels

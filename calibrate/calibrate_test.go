@@ -145,7 +145,7 @@ func TestRunHandComputed(t *testing.T) {
 	if math.Abs(float64(rep.QHat)-c2) > 1e-12 {
 		t.Errorf("qhat = %v, want c_2 = %v", rep.QHat, c2)
 	}
-	if rep.Test != 7 || rep.TestGold != 7 || rep.Coverage != 1 || rep.CoverageKept != 1 || rep.MeanKept != 2 || !slices.Equal(rep.Histogram, []int{0, 0, 7}) {
+	if rep.Test != 7 || rep.TestGold != 7 || rep.SetStats.Coverage != 1 || rep.CoverageKept != 1 || rep.SetStats.MeanKept != 2 || !slices.Equal(rep.Histogram, []int{0, 0, 7}) {
 		t.Errorf("APS held-out stats %+v", rep.SetStats)
 	}
 	if rep.Fixed.K != 3 || rep.Fixed.MeanKept != 3 || rep.Fixed.CoverageKept != 1 || rep.Fixed.Coverage != 1 {
@@ -159,7 +159,7 @@ func TestRunHandComputed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.QHat != 1 || rep.Coverage != 1 || rep.TestGold != 0 || rep.CoverageKept != 0 || rep.GoldKept != 0 || rep.MeanKept != 3 {
+	if rep.QHat != 1 || rep.SetStats.Coverage != 1 || rep.TestGold != 0 || rep.CoverageKept != 0 || rep.GoldKept != 0 || rep.SetStats.MeanKept != 3 {
 		t.Errorf("no-gold run: %+v", rep)
 	}
 	cfg.GoldOnly = true
@@ -176,8 +176,8 @@ func TestRunHandComputed(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := json.Marshal(rep)
-	if !math.IsInf(float64(rep.QHat), 1) || rep.MeanKept != 3 || !strings.Contains(string(b), `"qhat":"+Inf"`) {
-		t.Errorf("n = 3, α = 0.05: qhat %v mean kept %v json %s", rep.QHat, rep.MeanKept, b)
+	if rep.QHat != 1 || !math.IsInf(float64(rep.QHatLog), 1) || rep.SetStats.MeanKept != 3 || !strings.Contains(string(b), `"qhat_log":"+Inf"`) {
+		t.Errorf("n = 3, α = 0.05: qhat %v mean kept %v json %s", rep.QHat, rep.SetStats.MeanKept, b)
 	}
 }
 
@@ -243,32 +243,32 @@ func TestRunRealNQ(t *testing.T) {
 	var prevMean float64 = 99
 	for _, alpha := range []float64{0.05, 0.2, 0.35} {
 		cfg := DefaultConfig()
-		cfg.Alpha, cfg.N, cfg.Seed, cfg.GoldOnly = alpha, 150, 1, true
+		cfg.TopK, cfg.Alpha, cfg.N, cfg.Seed, cfg.GoldOnly = 20, alpha, 150, 1, true
 		cfg.APS.Temperature = 1
 		rep, err := Run(context.Background(), r, qa, ContainsJudge{}, cfg, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("α=%.2f q̂=%.4f coverage %.3f coverage_kept %.3f mean kept %.2f (top-3 %.3f) test %d hist %v",
-			alpha, float64(rep.QHat), rep.Coverage, rep.CoverageKept, rep.MeanKept, rep.Fixed.CoverageKept, rep.Test, rep.Histogram)
+			alpha, float64(rep.QHat), rep.SetStats.Coverage, rep.CoverageKept, rep.SetStats.MeanKept, rep.Fixed.CoverageKept, rep.Test, rep.Histogram)
 		sum, weighted := 0, 0
 		for k, c := range rep.Histogram {
 			sum += c
 			weighted += k * c
 		}
-		if sum != rep.Test || math.Abs(float64(weighted)/float64(sum)-rep.MeanKept) > 1e-12 {
-			t.Errorf("histogram %v does not match test %d / mean %v", rep.Histogram, rep.Test, rep.MeanKept)
+		if sum != rep.Test || math.Abs(float64(weighted)/float64(sum)-rep.SetStats.MeanKept) > 1e-12 {
+			t.Errorf("histogram %v does not match test %d / mean %v", rep.Histogram, rep.Test, rep.SetStats.MeanKept)
 		}
 		if rep.Test < 500 || rep.TestGold != rep.Test || rep.SkippedNoGold < 200 {
 			t.Errorf("gold-only split: test %d gold %d skipped %d", rep.Test, rep.TestGold, rep.SkippedNoGold)
 		}
-		if rep.Coverage < 1-alpha-0.08 {
-			t.Errorf("α=%v: held-out coverage %.3f far below %.2f", alpha, rep.Coverage, 1-alpha)
+		if rep.SetStats.Coverage < 1-alpha-0.08 {
+			t.Errorf("α=%v: held-out coverage %.3f far below %.2f", alpha, rep.SetStats.Coverage, 1-alpha)
 		}
-		if rep.MeanKept > prevMean || rep.MeanKept < 1 || rep.MeanKept > 5 {
-			t.Errorf("α=%v: mean kept %.2f (previous α: %.2f)", alpha, rep.MeanKept, prevMean)
+		if rep.SetStats.MeanKept > prevMean || rep.SetStats.MeanKept < 1 || rep.SetStats.MeanKept > 5 {
+			t.Errorf("α=%v: mean kept %.2f (previous α: %.2f)", alpha, rep.SetStats.MeanKept, prevMean)
 		}
-		prevMean = rep.MeanKept
+		prevMean = rep.SetStats.MeanKept
 		if rep.Fixed.MeanKept != 3 {
 			t.Errorf("fixed top-3 mean kept %v", rep.Fixed.MeanKept)
 		}
@@ -276,15 +276,66 @@ func TestRunRealNQ(t *testing.T) {
 	// The official setting (no-gold questions score 1): with about a third of
 	// NQ's golds missing from this small corpus, q̂ = 1 for α = 0.2.
 	cfg := DefaultConfig()
-	cfg.N, cfg.Test = 150, 300
+	cfg.TopK, cfg.N, cfg.Test = 20, 150, 300
 	rep, err := Run(context.Background(), r, qa, ContainsJudge{}, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.QHat != 1 || rep.Coverage != 1 || rep.Test != 300 || rep.TestGold >= 300 || rep.CalGold >= 150 {
+	if rep.QHat != 1 || rep.SetStats.Coverage != 1 || rep.Test != 300 || rep.TestGold >= 300 || rep.CalGold >= 150 {
 		t.Errorf("official setting: %+v", rep)
 	}
 	if _, ok := any(conformal.JSONFloat(0)).(json.Marshaler); !ok {
 		t.Error("JSONFloat no longer marshals ±Inf")
+	}
+}
+
+// TestRunRealNQPaperTemperature calibrates on real BM25 retrieval with the
+// paper's T = 0.01, where c_r rounds to 1 in float64 for most questions: the
+// log-scale threshold is finite, the held-out coverage is near 1 − α and
+// APS keeps more than the top document; the same count of candidates at
+// calibration and use by default, the official 20/5 by Candidates.
+func TestRunRealNQPaperTemperature(t *testing.T) {
+	r := bm25Retriever(t)
+	qa, err := LoadQA(sharedtest.Path(t, "data", "qa", "nq_test_1k.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name             string
+		topk, candidates int
+		alpha            float64
+	}{
+		{"5 candidates α=0.2", 5, 0, 0.2},
+		{"5 candidates α=0.1", 5, 0, 0.1},
+		{"20 candidates α=0.2", 20, 0, 0.2},
+		{"code's 20/5 α=0.2", 20, 5, 0.2},
+	} {
+		cfg := DefaultConfig()
+		cfg.TopK, cfg.Candidates, cfg.Alpha, cfg.N, cfg.Seed, cfg.GoldOnly = tc.topk, tc.candidates, tc.alpha, 150, 1, true
+		rep, err := Run(context.Background(), r, qa, ContainsJudge{}, cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := rep.SetStats
+		t.Logf("%s: q̂_S %.4g (q̂_E %v) coverage %.3f coverage_kept %.3f mean kept %.2f hist %v warnings %q",
+			tc.name, float64(rep.QHatLog), float64(rep.QHat), a.Coverage, a.CoverageKept, a.MeanKept, a.Histogram, rep.Warnings)
+		if math.IsInf(float64(rep.QHatLog), 0) || rep.Temperature != 0.01 {
+			t.Errorf("%s: q̂_S = %v at T = %v, want finite at 0.01", tc.name, float64(rep.QHatLog), rep.Temperature)
+		}
+		// One calibration draw of n = 150: its coverage has a standard
+		// deviation of ≈ 0.03 around E ≥ 1 − α.
+		if a.Coverage < 1-tc.alpha-0.05 || a.Coverage > 1-tc.alpha+0.1 {
+			t.Errorf("%s: held-out coverage %.3f, want ≈ %.2f", tc.name, a.Coverage, 1-tc.alpha)
+		}
+		if a.MeanKept < 1.5 || a.CoverageKept < a.Coverage-0.1 {
+			t.Errorf("%s: mean kept %.2f, coverage_kept %.3f: the sets collapsed", tc.name, a.MeanKept, a.CoverageKept)
+		}
+		want := tc.candidates
+		if want == 0 {
+			want = tc.topk
+		}
+		if rep.Candidates != want || rep.CalibCandidates != tc.topk {
+			t.Errorf("%s: file records %d of %d candidates, want %d of %d", tc.name, rep.Candidates, rep.CalibCandidates, want, tc.topk)
+		}
 	}
 }

@@ -76,6 +76,60 @@ func (r *ACIRule) UnmarshalText(b []byte) error {
 	return nil
 }
 
+// ACIWindow says what the ACI window of size Window counts.
+type ACIWindow int
+
+const (
+	// WindowScores keeps the last Window scores (the official code's deque:
+	// one step of more than Window trajectories replaces it whole). It is
+	// the zero value, so states saved before the choice existed resume as
+	// they ran.
+	WindowScores ACIWindow = iota
+	// WindowIterations keeps every score of the last Window iterations: at
+	// step t, the scores of iterations max(1, t−Window) … t−1 (paper §3.3).
+	// The bootstrap scores count as iteration 0 and stay until Window steps
+	// have been taken. This is the default.
+	WindowIterations
+)
+
+var aciWindowNames = [...]string{"scores", "iterations"}
+
+// String returns "scores" or "iterations".
+func (w ACIWindow) String() string {
+	if w >= 0 && int(w) < len(aciWindowNames) {
+		return aciWindowNames[w]
+	}
+	return fmt.Sprintf("ACIWindow(%d)", int(w))
+}
+
+// ParseACIWindow maps "iterations" (paper) or "scores" (code) to a window.
+func ParseACIWindow(name string) (ACIWindow, error) {
+	for i, n := range aciWindowNames {
+		if strings.EqualFold(strings.TrimSpace(name), n) {
+			return ACIWindow(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown ACI window %q (want iterations or scores)", name)
+}
+
+// MarshalText encodes the window by name.
+func (w ACIWindow) MarshalText() ([]byte, error) {
+	if w < 0 || int(w) >= len(aciWindowNames) {
+		return nil, fmt.Errorf("invalid ACI window %d", int(w))
+	}
+	return []byte(w.String()), nil
+}
+
+// UnmarshalText decodes a window name.
+func (w *ACIWindow) UnmarshalText(b []byte) error {
+	v, err := ParseACIWindow(string(b))
+	if err != nil {
+		return err
+	}
+	*w = v
+	return nil
+}
+
 // ACI defaults (METHOD.md, "ACI on training").
 const (
 	DefaultRho    = 0.25
@@ -95,8 +149,11 @@ type ACIConfig struct {
 	Gamma float64 `json:"gamma"`
 	// Eta is the weight η ∈ [0, 1] of trajectories scoring above q_t.
 	Eta float64 `json:"eta"`
-	// Window is the number of most recent scores kept (≥ 1).
+	// Window is the window's size (≥ 1), in iterations or in scores as
+	// WindowUnit says.
 	Window int `json:"window"`
+	// WindowUnit: WindowIterations (paper) or WindowScores (code).
+	WindowUnit ACIWindow `json:"window_unit"`
 	// Rule is the α update rule.
 	Rule ACIRule `json:"rule"`
 	// Quantile is the rule for q_t = Quantile(window, 1−α_t).
@@ -110,23 +167,25 @@ type ACIConfig struct {
 	AlphaMax float64 `json:"alpha_max"`
 }
 
-// DefaultACIConfig is the paper's setting: ρ = 0.25, γ = 0.005, η = 0.5,
-// window 2000, the smoothed rule (Eq. 7, λ = 0.95), α₁ = ρ, and the
-// finite-sample conformal quantile.
+// DefaultACIConfig is the paper's setting: ρ = 0.25, γ = 0.005, η = 0.5, a
+// window of the last 2000 iterations, the smoothed rule (Eq. 7, λ = 0.95),
+// α₁ = ρ, and the finite-sample conformal quantile.
 func DefaultACIConfig() ACIConfig {
 	return ACIConfig{
-		Rho: DefaultRho, Gamma: DefaultGamma, Eta: DefaultEta, Window: DefaultWindow,
+		Rho: DefaultRho, Gamma: DefaultGamma, Eta: DefaultEta, Window: DefaultWindow, WindowUnit: WindowIterations,
 		Rule: RuleSmoothed, Quantile: RuleConformal, Decay: DefaultDecay,
 		Alpha1: DefaultRho, AlphaMin: CodeAlphaMin, AlphaMax: CodeAlphaMax,
 	}
 }
 
 // CodeACIConfig is the official code's setting: DefaultACIConfig with the EMA
-// rule, α clipped to [0.01, 0.99] and the linear-interpolation quantile.
+// rule, α clipped to [0.01, 0.99], the linear-interpolation quantile and a
+// window of the last 2000 scores.
 func CodeACIConfig() ACIConfig {
 	c := DefaultACIConfig()
 	c.Rule = RuleEMA
 	c.Quantile = RuleLinear
+	c.WindowUnit = WindowScores
 	return c
 }
 
@@ -142,6 +201,8 @@ func (c ACIConfig) Validate() error {
 		return fmt.Errorf("aci: eta %v outside [0, 1]", c.Eta)
 	case c.Window < 1:
 		return fmt.Errorf("aci: window %d must be ≥ 1", c.Window)
+	case c.WindowUnit < WindowScores || c.WindowUnit > WindowIterations:
+		return fmt.Errorf("aci: invalid window unit %d", int(c.WindowUnit))
 	case c.Rule < RulePlain || c.Rule > RuleEMA:
 		return fmt.Errorf("aci: invalid rule %d", int(c.Rule))
 	case c.Quantile < RuleConformal || c.Quantile > RuleLinear:
@@ -165,20 +226,22 @@ func (c ACIConfig) Validate() error {
 //	err_t = (1/B) Σ_i 1[s_i > q_t]
 //	ω_i   = 1 if s_i ≤ q_t else η
 //	α_{t+1} from the Rule; then the batch is appended to the window, which
-//	keeps the last Window scores (an empty window gives q_t = +∞).
+//	keeps the scores of the last Window iterations (paper) or the last
+//	Window scores (code), see ACIWindow (an empty window gives q_t = +∞).
 //
 // An ACI is not safe for concurrent use. Its state round-trips exactly
 // through MarshalJSON/UnmarshalJSON.
 type ACI struct {
 	cfg     ACIConfig
-	t       int       // steps taken
-	alpha   float64   // α_{t+1}, the α of the next step
-	ema     float64   // RuleEMA state
-	sNum    float64   // RuleSmoothed: Σ_s λ^{t−s} err_s
-	sDen    float64   // RuleSmoothed: Σ_s λ^{t−s}
-	window  []float64 // ring buffer, len ≤ cfg.Window
-	head    int       // index of the oldest score once the ring is full
-	scratch []float64 // scratch for the quantile
+	t       int         // steps taken
+	alpha   float64     // α_{t+1}, the α of the next step
+	ema     float64     // RuleEMA state
+	sNum    float64     // RuleSmoothed: Σ_s λ^{t−s} err_s
+	sDen    float64     // RuleSmoothed: Σ_s λ^{t−s}
+	window  []float64   // WindowScores: ring buffer, len ≤ cfg.Window
+	head    int         // index of the oldest score once the ring is full
+	batches [][]float64 // WindowIterations: one batch per iteration, oldest first, ≤ cfg.Window
+	scratch []float64   // scratch for the quantile
 }
 
 // ACIStep is what one ACI step reports.
@@ -260,7 +323,10 @@ func NewACI(cfg ACIConfig, bootstrap []float64) (*ACI, error) {
 	if cfg.Alpha1 == 0 {
 		cfg.Alpha1 = cfg.Rho
 	}
-	a := &ACI{cfg: cfg, alpha: cfg.Alpha1, window: make([]float64, 0, min(cfg.Window, 1<<16))}
+	a := &ACI{cfg: cfg, alpha: cfg.Alpha1}
+	if cfg.WindowUnit == WindowScores {
+		a.window = make([]float64, 0, min(cfg.Window, 1<<16))
+	}
 	a.push(bootstrap)
 	return a, nil
 }
@@ -274,8 +340,15 @@ func (a *ACI) T() int { return a.t }
 // Alpha returns α for the next step.
 func (a *ACI) Alpha() float64 { return a.alpha }
 
-// Window returns a copy of the window, oldest first.
+// Window returns a copy of the window's scores, oldest first.
 func (a *ACI) Window() []float64 {
+	if a.cfg.WindowUnit == WindowIterations {
+		var out []float64
+		for _, b := range a.batches {
+			out = append(out, b...)
+		}
+		return out
+	}
 	out := make([]float64, 0, len(a.window))
 	out = append(out, a.window[a.head:]...)
 	return append(out, a.window[:a.head]...)
@@ -290,6 +363,9 @@ func (a *ACI) QHat() float64 {
 		return math.Inf(-1)
 	}
 	a.scratch = append(a.scratch[:0], a.window...)
+	for _, b := range a.batches {
+		a.scratch = append(a.scratch, b...)
+	}
 	return quantileInPlace(a.scratch, 1-a.alpha, a.cfg.Quantile)
 }
 
@@ -333,9 +409,21 @@ func (a *ACI) Step(scores []float64) (ACIStep, error) {
 	return st, nil
 }
 
-// push appends scores to the ring buffer, dropping the oldest beyond Window.
+// push appends one iteration's scores to the window: a new batch, dropping
+// the oldest beyond Window iterations (WindowIterations, an empty batch
+// still counts as an iteration), or into the ring buffer, dropping the oldest
+// scores beyond Window (WindowScores).
 func (a *ACI) push(scores []float64) {
 	w := a.cfg.Window
+	if a.cfg.WindowUnit == WindowIterations {
+		a.batches = append(a.batches, append([]float64(nil), scores...))
+		if len(a.batches) > w {
+			drop := len(a.batches) - w
+			clear(a.batches[:drop])
+			a.batches = a.batches[drop:]
+		}
+		return
+	}
 	if len(scores) > w {
 		scores = scores[len(scores)-w:]
 	}
@@ -372,15 +460,20 @@ type aciState struct {
 	SNum   float64   `json:"smooth_num"`
 	SDen   float64   `json:"smooth_den"`
 	Window []float64 `json:"window"`
+	// Batches is the window of WindowIterations, one batch per iteration.
+	Batches [][]float64 `json:"window_batches,omitempty"`
 }
 
 // MarshalJSON serializes the full controller state (config, t, α, the rule's
 // running sums, and the window oldest first).
 func (a *ACI) MarshalJSON() ([]byte, error) {
-	return json.Marshal(aciState{
-		Config: a.cfg, T: a.t, Alpha: a.alpha, EMA: a.ema,
-		SNum: a.sNum, SDen: a.sDen, Window: a.Window(),
-	})
+	st := aciState{Config: a.cfg, T: a.t, Alpha: a.alpha, EMA: a.ema, SNum: a.sNum, SDen: a.sDen}
+	if a.cfg.WindowUnit == WindowIterations {
+		st.Window, st.Batches = []float64{}, a.batches
+	} else {
+		st.Window = a.Window()
+	}
+	return json.Marshal(st)
 }
 
 // UnmarshalJSON restores a state written by MarshalJSON, validating it; a
@@ -409,8 +502,26 @@ func (a *ACI) UnmarshalJSON(b []byte) error {
 	if err := checkFinite(s.Window); err != nil {
 		return fmt.Errorf("aci state: window: %w", err)
 	}
-	*a = ACI{cfg: s.Config, t: s.T, alpha: s.Alpha, ema: s.EMA, sNum: s.SNum, sDen: s.SDen,
-		window: make([]float64, 0, min(s.Config.Window, 1<<16))}
+	if len(s.Batches) > s.Config.Window {
+		return fmt.Errorf("aci state: window holds %d iterations, more than its size %d", len(s.Batches), s.Config.Window)
+	}
+	for i, b := range s.Batches {
+		if err := checkFinite(b); err != nil {
+			return fmt.Errorf("aci state: window iteration %d: %w", i, err)
+		}
+	}
+	iter := s.Config.WindowUnit == WindowIterations
+	if iter && len(s.Window) > 0 || !iter && len(s.Batches) > 0 {
+		return fmt.Errorf("aci state: a window of %s must be saved as %s", s.Config.WindowUnit, map[bool]string{true: "window_batches", false: "window"}[iter])
+	}
+	*a = ACI{cfg: s.Config, t: s.T, alpha: s.Alpha, ema: s.EMA, sNum: s.SNum, sDen: s.SDen}
+	if iter {
+		for _, b := range s.Batches {
+			a.push(b)
+		}
+		return nil
+	}
+	a.window = make([]float64, 0, min(s.Config.Window, 1<<16))
 	a.push(s.Window)
 	return nil
 }

@@ -119,7 +119,7 @@ func TestACIEdgeCases(t *testing.T) {
 	}
 	// A batch larger than the window keeps only its last Window scores.
 	cfg = DefaultACIConfig()
-	cfg.Window = 3
+	cfg.Window, cfg.WindowUnit = 3, WindowScores
 	a, _ = NewACI(cfg, []float64{9, 9, 9, 9, 9})
 	if !slices.Equal(a.Window(), []float64{9, 9, 9}) {
 		t.Errorf("bootstrap window %v", a.Window())

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"slices"
 )
 
@@ -44,11 +43,11 @@ const (
 // The zero value is not usable; start from PaperAPS or CodeAPS.
 type APS struct {
 	// Temperature is T > 0 in softmax(s/T).
-	Temperature float64
+	Temperature float64 `json:"temperature"`
 	// MinDocs is the lower clamp on the kept count (≥ 0).
-	MinDocs int
+	MinDocs int `json:"min_docs"`
 	// MaxDocs is the upper clamp (0 = no cap beyond the candidates).
-	MaxDocs int
+	MaxDocs int `json:"max_docs"`
 }
 
 // PaperAPS returns the paper's setting: T = 0.01, k clamped to [1, 5].
@@ -106,6 +105,98 @@ func (a APS) Probabilities(scores []float64) (order []int, p, cum []float64) {
 	return order, p, cum
 }
 
+// The APS rule in log space. With z_j = s_(j)/T (descending order), the tail
+// mass beyond rank k is 1 − c_k = exp(L_k),
+//
+//	L_k = logsumexp(z_{k+1..n}) − logsumexp(z_{1..n}),   L_0 = 0,   L_n = −∞,
+//
+// and the log-scale score of rank k is S_k = −L_k = −log(1 − c_k) ∈ [0, +∞],
+// non-decreasing in k. E = c_k = 1 − e^{−S_k} is a monotone map of S, so the
+// rule "E = c_r, q̂_E, k = min{k : c_k ≥ q̂_E}" and the rule "S = −L_r, q̂_S,
+// k = min{k : −L_k ≥ q̂_S}" are the same rule in exact arithmetic. In float64
+// only the second survives large score gaps: c_k rounds to exactly 1 once
+// 1 − c_k < 2⁻⁵³ (a top-1/top-2 gap above ≈ 0.37 at T = 0.01, whole units on
+// BM25 scores), while S_k stays exact to the last bits. Every decision here
+// (scores, thresholds, kept counts) is made on S; E is for people.
+
+// LogScoreFromE converts an E-scale score or threshold (cumulative mass) to
+// the log scale, S = −log(1 − E): E ≥ 1 → +∞, E ≤ 0 → S ≤ 0 (E < 0 keeps
+// nothing before the clamps, as on the E scale), NaN → NaN.
+func LogScoreFromE(e float64) float64 {
+	if e >= 1 {
+		return math.Inf(1)
+	}
+	return -math.Log1p(-e)
+}
+
+// EFromLogScore converts a log-scale score or threshold back to the E scale,
+// E = 1 − e^{−S} (S = +∞ → 1). It rounds to 1 for S ≳ 37: display only.
+func EFromLogScore(s float64) float64 {
+	return -math.Expm1(-s)
+}
+
+// logAddExp is log(e^a + e^b), exact for −∞ arguments.
+func logAddExp(a, b float64) float64 {
+	if a < b {
+		a, b = b, a
+	}
+	if math.IsInf(b, -1) {
+		return a
+	}
+	return a + math.Log1p(math.Exp(b-a))
+}
+
+// prefixLogSumExp turns asc, scores sorted ascending, into running
+// log-sum-exps of z = (s − max)/T from the smallest up: asc[i] =
+// logsumexp(z of asc[0..i]). Read from the top, asc[n−1−k] is
+// logsumexp(z_{k+1..n}) of the descending order, so −L_k = asc[n−1] −
+// asc[n−1−k]. LogScore and KeepLog both use it, so they agree bit for bit.
+func prefixLogSumExp(asc []float64, temperature float64) {
+	n := len(asc)
+	if n == 0 {
+		return
+	}
+	top := asc[n-1]
+	run := math.Inf(-1)
+	for i, s := range asc {
+		run = logAddExp(run, (s-top)/temperature)
+		asc[i] = run
+	}
+}
+
+// LogScores returns the descending-score order (as Probabilities) and the
+// log-scale scores of every rank, s[j] = S_{j+1} = −L_{j+1} (s[n−1] = +∞).
+func (a APS) LogScores(scores []float64) (order []int, s []float64) {
+	n := len(scores)
+	order = make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(i, j int) int { return cmpDesc(scores[i], scores[j]) })
+	asc := make([]float64, n)
+	for i, o := range order {
+		asc[n-1-i] = scores[o]
+	}
+	prefixLogSumExp(asc, a.Temperature)
+	s = make([]float64, n)
+	for k := range s {
+		s[k] = tailLogScore(asc, k+1)
+	}
+	return order, s
+}
+
+// tailLogScore is −L_k from prefixLogSumExp's output (k = 0…n).
+func tailLogScore(lse []float64, k int) float64 {
+	n := len(lse)
+	switch {
+	case k <= 0:
+		return 0
+	case k >= n:
+		return math.Inf(1)
+	}
+	return lse[n-1] - lse[n-1-k]
+}
+
 // ErrEmptyScores is returned for a query without candidates.
 var ErrEmptyScores = errors.New("empty score list")
 
@@ -122,63 +213,92 @@ func checkScores(scores []float64) error {
 	return nil
 }
 
-// Score is the APS calibration (non-conformity) score of one query whose gold
-// document is scores[gold]: the cumulative mass up to and including the gold
-// document's rank r,
+// LogScore is the APS calibration (non-conformity) score of one query whose
+// gold document is scores[gold], on the log scale: with r the gold's rank,
 //
-//	E = c_r,   E = 1 when gold = NoGold (−1, not among the candidates).
-func (a APS) Score(scores []float64, gold int) (float64, error) {
-	return a.score(scores, gold, -1)
+//	S = −L_r = −log(1 − c_r),   S = +∞ when gold = NoGold (−1, not among the candidates).
+func (a APS) LogScore(scores []float64, gold int) (float64, error) {
+	return a.logScore(scores, gold, -1)
 }
 
-// RandomizedScore is the randomized APS score (Romano et al. 2020, Eq. 5)
-// with u ~ Uniform[0, 1] supplied by the caller:
+// Score is LogScore on the E scale, E = c_r = 1 − e^{−S} (1 without gold),
+// for display: it rounds to 1 where S still separates queries.
+func (a APS) Score(scores []float64, gold int) (float64, error) {
+	s, err := a.LogScore(scores, gold)
+	return EFromLogScore(s), err
+}
+
+// RandomizedLogScore is the randomized APS score (Romano et al. 2020, Eq. 5),
+// E = c_{r−1} + u·p_r, with u ~ Uniform[0, 1] supplied by the caller, on the
+// log scale: 1 − E = (1−u)·e^{L_{r−1}} + u·e^{L_r}, so
 //
-//	E = c_{r−1} + u·p_r,   E = 1 when gold = NoGold.
-func (a APS) RandomizedScore(scores []float64, gold int, u float64) (float64, error) {
+//	S = −logaddexp(log(1−u) + L_{r−1}, log u + L_r),   S = +∞ when gold = NoGold.
+func (a APS) RandomizedLogScore(scores []float64, gold int, u float64) (float64, error) {
 	if !(u >= 0 && u <= 1) {
 		return 0, fmt.Errorf("aps: u = %v outside [0, 1]", u)
 	}
-	return a.score(scores, gold, u)
+	return a.logScore(scores, gold, u)
 }
 
-// score computes c_r (u < 0) or c_{r−1} + u·p_r.
-func (a APS) score(scores []float64, gold int, u float64) (float64, error) {
+// RandomizedScore is RandomizedLogScore on the E scale (display only).
+func (a APS) RandomizedScore(scores []float64, gold int, u float64) (float64, error) {
+	s, err := a.RandomizedLogScore(scores, gold, u)
+	return EFromLogScore(s), err
+}
+
+// logScore computes −L_r (u < 0) or the randomized log score.
+func (a APS) logScore(scores []float64, gold int, u float64) (float64, error) {
 	if err := a.Validate(); err != nil {
 		return 0, err
+	}
+	if gold == NoGold && len(scores) == 0 {
+		return math.Inf(1), nil // nothing retrieved: no gold among the candidates
 	}
 	if err := checkScores(scores); err != nil {
 		return 0, err
 	}
 	if gold == NoGold {
-		return 1, nil
+		return math.Inf(1), nil
 	}
 	if gold < 0 || gold >= len(scores) {
 		return 0, fmt.Errorf("gold index %d out of range [0, %d) (use -1 for no gold)", gold, len(scores))
 	}
-	order, p, cum := a.Probabilities(scores)
-	r := slices.Index(order, gold)
+	order, s := a.LogScores(scores)
+	r := slices.Index(order, gold) + 1
 	if u < 0 {
-		return cum[r], nil
+		return s[r-1], nil
 	}
-	below := 0.0
-	if r > 0 {
-		below = cum[r-1]
+	below := 0.0 // −L_{r−1}
+	if r > 1 {
+		below = s[r-2]
 	}
-	return below + u*p[r], nil
+	return -logAddExp(math.Log1p(-u)-below, math.Log(u)-s[r-1]), nil
 }
 
-// Keep returns the number of top-scored documents to keep,
+// Keep returns the number of top-scored documents to keep for an E-scale
+// threshold q̂_E: KeepLog(scores, LogScoreFromE(q̂_E)), which is
 //
-//	k = min{k ≥ 0 : c_k ≥ q̂} (c_0 = 0), clamped to [MinDocs, MaxDocs] and to n = len(scores)
+//	k = min{k ≥ 0 : c_k ≥ q̂_E} (c_0 = 0), clamped to [MinDocs, MaxDocs] and to n = len(scores)
 //
-// (k = n when no prefix reaches q̂, e.g. q̂ = +∞ or NaN; k = 0 before the
-// clamps when q̂ ≤ 0). The caller keeps the k highest-scoring documents in
-// descending score order; KeepIndices returns them. The prefix sums are the
-// ones Probabilities computes, so Keep agrees with its cum exactly. Scores
-// must be finite and the APS valid (check both once beforehand); Keep sits in
-// the rollout hot path, never panics, and allocates nothing for n ≤ 64.
-func (a APS) Keep(scores []float64, qhat float64) int {
+// in exact arithmetic (q̂_E = 1 keeps all n, as exact arithmetic does, even
+// where c_1 rounds to 1). A threshold read off E-scale scores may itself have
+// rounded to 1; a Calibration carries the log-scale one, use it.
+func (a APS) Keep(scores []float64, qhatE float64) int {
+	return a.KeepLog(scores, LogScoreFromE(qhatE))
+}
+
+// KeepLog returns the number of top-scored documents to keep for a
+// log-scale threshold q̂_S,
+//
+//	k = min{k ≥ 0 : −L_k ≥ q̂_S} (−L_0 = 0, −L_n = +∞), clamped to [MinDocs, MaxDocs] and to n
+//
+// (k = n for q̂_S = +∞ or NaN; k = 0 before the clamps when q̂_S ≤ 0). The
+// caller keeps the k highest-scoring documents in descending score order;
+// KeepLogIndices returns them. −L_k is computed exactly as LogScore computes
+// it, so a query whose score equals q̂_S keeps its gold. Scores must be
+// finite and the APS valid (check both once beforehand); KeepLog sits in the
+// rollout hot path, never panics, and allocates nothing for n ≤ 64.
+func (a APS) KeepLog(scores []float64, qhatS float64) int {
 	n := len(scores)
 	var buf [64]float64
 	var s []float64
@@ -188,22 +308,15 @@ func (a APS) Keep(scores []float64, qhat float64) int {
 		s = make([]float64, n)
 	}
 	copy(s, scores)
-	sortAscending(s) // walked from the top: descending order, NaNs last
+	sortAscending(s)
 	k := n
-	if qhat <= 0 {
+	if qhatS <= 0 {
 		k = 0
 	} else if n > 0 {
-		top := s[n-1]
-		total := 0.0
-		for i := n - 1; i >= 0; i-- {
-			s[i] = math.Exp((s[i] - top) / a.Temperature)
-			total += s[i]
-		}
-		run := 0.0
-		for j := range n {
-			run += s[n-1-j]
-			if run/total >= qhat {
-				k = j + 1
+		prefixLogSumExp(s, a.Temperature)
+		for j := 1; j < n; j++ {
+			if tailLogScore(s, j) >= qhatS {
+				k = j
 				break
 			}
 		}
@@ -259,11 +372,18 @@ func (a APS) clamp(k, n int) int {
 	return min(max(k, 0), n)
 }
 
-// KeepIndices returns the input indices of the kept documents, in descending
-// score order (ties keep their input order): order[:Keep(scores, qhat)].
-func (a APS) KeepIndices(scores []float64, qhat float64) []int {
+// KeepIndices returns the input indices of the kept documents for an
+// E-scale threshold, in descending score order (ties keep their input
+// order): order[:Keep(scores, q̂_E)].
+func (a APS) KeepIndices(scores []float64, qhatE float64) []int {
+	return a.KeepLogIndices(scores, LogScoreFromE(qhatE))
+}
+
+// KeepLogIndices is KeepIndices for a log-scale threshold:
+// order[:KeepLog(scores, q̂_S)].
+func (a APS) KeepLogIndices(scores []float64, qhatS float64) []int {
 	order, _, _ := a.Probabilities(scores)
-	return order[:a.Keep(scores, qhat)]
+	return order[:a.KeepLog(scores, qhatS)]
 }
 
 // Query is one APS calibration query: the raw retrieval scores of its
@@ -272,89 +392,6 @@ func (a APS) KeepIndices(scores []float64, qhat float64) []int {
 type Query struct {
 	Scores []float64 `json:"scores"`
 	Gold   int       `json:"gold"`
-}
-
-// Calibration is the result of calibrating APS on a set of queries.
-type Calibration struct {
-	// QHat is the threshold q̂ (may be +Inf when n is too small for α).
-	QHat float64
-	// N is the number of calibration queries.
-	N int
-	// Alpha is the miscoverage level α; the target coverage is 1−α.
-	Alpha float64
-	// Rule is the quantile rule that produced QHat.
-	Rule QuantileRule
-	// Randomized tells whether the randomized score was used.
-	Randomized bool
-	// Coverage is the fraction of calibration queries with E_i ≤ q̂ (the
-	// conformal set's coverage, ≥ 1−α in expectation over exchangeable data).
-	Coverage float64
-	// KeptCoverage is the fraction of calibration queries whose gold document
-	// is among the Keep(scores, q̂) documents (with the APS clamps); queries
-	// without gold never count as covered.
-	KeptCoverage float64
-	// MeanKept is the mean kept count over the calibration queries.
-	MeanKept float64
-	// NoGold is the number of queries without a gold document.
-	NoGold int
-	// Scores are the calibration scores E_i, in input order.
-	Scores []float64
-}
-
-// Calibrate computes every query's calibration score and the threshold
-//
-//	q̂ = Quantile({E_i}, 1−α, rule)
-//
-// (paper: RuleConformal; code: RuleHigher). With rng ≠ nil the randomized
-// score is used, drawing one U per query in input order from rng. Errors name
-// the offending query (0-based).
-func (a APS) Calibrate(queries []Query, alpha float64, rule QuantileRule, rng *rand.Rand) (Calibration, error) {
-	if err := a.Validate(); err != nil {
-		return Calibration{}, err
-	}
-	if !(alpha > 0 && alpha < 1) {
-		return Calibration{}, fmt.Errorf("alpha %v outside (0, 1)", alpha)
-	}
-	if rule < RuleConformal || rule > RuleLinear {
-		return Calibration{}, fmt.Errorf("invalid quantile rule %d", int(rule))
-	}
-	if len(queries) == 0 {
-		return Calibration{}, errors.New("no calibration queries")
-	}
-	c := Calibration{N: len(queries), Alpha: alpha, Rule: rule, Randomized: rng != nil}
-	c.Scores = make([]float64, len(queries))
-	for i, q := range queries {
-		var err error
-		if rng != nil {
-			c.Scores[i], err = a.RandomizedScore(q.Scores, q.Gold, rng.Float64())
-		} else {
-			c.Scores[i], err = a.Score(q.Scores, q.Gold)
-		}
-		if err != nil {
-			return Calibration{}, fmt.Errorf("query %d: %w", i, err)
-		}
-	}
-	c.QHat = Quantile(c.Scores, 1-alpha, rule)
-	covered, kept, keptSum := 0, 0, 0
-	for i, q := range queries {
-		if c.Scores[i] <= c.QHat {
-			covered++
-		}
-		k := a.Keep(q.Scores, c.QHat)
-		keptSum += k
-		if q.Gold == NoGold {
-			c.NoGold++
-			continue
-		}
-		if rankOf(q.Scores, q.Gold) < k {
-			kept++
-		}
-	}
-	n := float64(len(queries))
-	c.Coverage = float64(covered) / n
-	c.KeptCoverage = float64(kept) / n
-	c.MeanKept = float64(keptSum) / n
-	return c, nil
 }
 
 // rankOf is the 0-based position of scores[i] in the stable descending order.

@@ -143,7 +143,11 @@ func TestAPSKeepGolden(t *testing.T) {
 }
 
 // TestAPSKeepMatchesCum checks Keep against the definition on Probabilities'
-// cumulative mass for random inputs, including more than 64 candidates.
+// cumulative mass for random inputs, including more than 64 candidates, and
+// KeepLog against LogScores exactly (a threshold equal to a rank's score
+// keeps that rank). On the E scale the two roundings of c_k may differ in
+// the last bit, so a threshold within 1e-12 of a prefix mass may land on
+// either side.
 func TestAPSKeepMatchesCum(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	a := APS{Temperature: 0.01}
@@ -157,9 +161,14 @@ func TestAPSKeepMatchesCum(t *testing.T) {
 			}
 		}
 		_, _, cum := a.Probabilities(s)
+		_, ls := a.LogScores(s)
 		q := rng.Float64()
 		if trial%3 == 0 {
-			q = cum[rng.IntN(n)] // boundary: exactly a prefix mass
+			j := rng.IntN(n)
+			q = cum[j] // boundary: exactly a prefix mass
+			if got := a.KeepLog(s, ls[j]); got > j+1 {
+				t.Fatalf("trial %d: KeepLog(S_%d) = %d, want ≤ %d", trial, j+1, got, j+1)
+			}
 		}
 		want := n
 		for j, c := range cum {
@@ -168,7 +177,8 @@ func TestAPSKeepMatchesCum(t *testing.T) {
 				break
 			}
 		}
-		if got := a.Keep(s, q); got != want {
+		got := a.Keep(s, q)
+		if got != want && !(math.Abs(cum[min(got, want)-1]-q) < 1e-12) {
 			t.Fatalf("trial %d n=%d q=%v: Keep=%d, definition=%d", trial, n, q, got, want)
 		}
 	}
@@ -212,18 +222,18 @@ func TestAPSCalibrate(t *testing.T) {
 		t.Errorf("higher q̂ = %v", c.QHat)
 	}
 	c, _ = a.Calibrate(qs, 0.5, RuleLinear, nil)
-	if want := 0.9579899338659339 + 0.5*(1-0.9579899338659339); !near(c.QHat, want, 1e-12) || c.Coverage != 0.5 {
+	if want := 0.9579899338659339 + 0.5*(1-0.9579899338659339); !near(float64(c.QHat), want, 1e-12) || c.Coverage != 0.5 {
 		t.Errorf("linear q̂ = %v coverage %v, want %v and 0.5", c.QHat, c.Coverage, want)
 	}
 	// α = 0.1, n = 4: ⌈4.5⌉ = 5 > 4 → +Inf.
 	c, _ = a.Calibrate(qs, 0.1, RuleConformal, nil)
-	if !math.IsInf(c.QHat, 1) {
+	if c.QHat != 1 || !math.IsInf(float64(c.QHatLog), 1) {
 		t.Errorf("small n q̂ = %v, want +Inf", c.QHat)
 	}
 	// Randomized: deterministic for a seed, and different from the plain score.
 	r1, _ := a.Calibrate(qs, 0.5, RuleLinear, rand.New(rand.NewPCG(1, 2)))
 	r2, _ := a.Calibrate(qs, 0.5, RuleLinear, rand.New(rand.NewPCG(1, 2)))
-	if !slices.Equal(r1.Scores, r2.Scores) || !r1.Randomized || r1.Scores[0] >= goldenP[0] {
+	if !slices.Equal(r1.Scores, r2.Scores) || !r1.Randomized || EFromLogScore(r1.Scores[0]) >= goldenP[0] {
 		t.Errorf("randomized scores %v vs %v", r1.Scores, r2.Scores)
 	}
 	for _, bad := range []struct {
@@ -288,10 +298,10 @@ func coverageRun(t *testing.T, seed uint64, n, m, trials int, alpha float64, rul
 			if err != nil {
 				t.Fatal(err)
 			}
-			if e <= c.QHat {
+			if e <= float64(c.QHat) {
 				hit++
 			}
-			if rankOf(q.Scores, q.Gold) < a.Keep(q.Scores, c.QHat) {
+			if rankOf(q.Scores, q.Gold) < c.Keep(q.Scores) {
 				keptHit++
 			}
 		}

@@ -33,7 +33,7 @@ func ExampleAPS() {
 	}
 	fmt.Printf("q̂ = %.4f, calibration coverage %.1f\n", c.QHat, c.Coverage)
 	retrieved := []float64{0.83, 0.80, 0.84, 0.70, 0.82}
-	fmt.Println("keep", aps.Keep(retrieved, c.QHat), "passages:", aps.KeepIndices(retrieved, c.QHat))
+	fmt.Println("keep", c.Keep(retrieved), "passages:", c.KeepIndices(retrieved))
 	// Output:
 	// q̂ = 0.9784, calibration coverage 0.8
 	// keep 3 passages: [2 0 4]

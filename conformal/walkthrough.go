@@ -120,8 +120,8 @@ func walkAPS(cfg WalkthroughConfig) (apsWalk, error) {
 		if err != nil {
 			return out, fmt.Errorf("walkthrough: calibrate: %w", err)
 		}
-		r.qhat = c.QHat
-		if r.cov, r.kept, r.meanK, err = evalAPS(r.aps, test, c.QHat); err != nil {
+		r.qhat = float64(c.QHat)
+		if r.cov, r.kept, r.meanK, err = evalAPS(r.aps, test, float64(c.QHatLog)); err != nil {
 			return out, err
 		}
 		if r.avg, r.se, err = splitCoverage(r.aps, r.alpha, r.rule, cfg, cfg.Splits); err != nil {
@@ -182,7 +182,7 @@ func splitCoverage(a APS, alpha float64, rule QuantileRule, cfg WalkthroughConfi
 		if err != nil {
 			return 0, 0, fmt.Errorf("walkthrough: calibrate: %w", err)
 		}
-		cov, _, _, err := evalAPS(a, test, c.QHat)
+		cov, _, _, err := evalAPS(a, test, float64(c.QHatLog))
 		if err != nil {
 			return 0, 0, err
 		}
@@ -193,18 +193,19 @@ func splitCoverage(a APS, alpha float64, rule QuantileRule, cfg WalkthroughConfi
 	return mean, math.Sqrt(math.Max(0, sumSq/float64(n)-mean*mean) / float64(n-1)), nil
 }
 
-// evalAPS returns the test coverage P(E ≤ q̂), the fraction of test queries
-// whose gold passage is kept, and the mean kept count.
+// evalAPS returns the test coverage P(S ≤ q̂_S) (= P(E ≤ q̂_E)), the
+// fraction of test queries whose gold passage is kept, and the mean kept
+// count, for a log-scale threshold.
 func evalAPS(a APS, test []Query, qhat float64) (cov, kept, meanK float64, err error) {
 	for _, q := range test {
-		e, err := a.Score(q.Scores, q.Gold)
+		e, err := a.LogScore(q.Scores, q.Gold)
 		if err != nil {
 			return 0, 0, 0, fmt.Errorf("walkthrough: %w", err)
 		}
 		if e <= qhat {
 			cov++
 		}
-		k := a.Keep(q.Scores, qhat)
+		k := a.KeepLog(q.Scores, qhat)
 		meanK += float64(k)
 		if q.Gold != NoGold && rankOf(q.Scores, q.Gold) < k {
 			kept++
@@ -255,11 +256,16 @@ func walkACI(cfg WalkthroughConfig) (aciWalk, error) {
 		boot = append(boot, batch(0)...)
 	}
 	boot = boot[:150]
-	plain := DefaultACIConfig()
+	// The paper's window counts iterations (2000 of 2,560 trajectories);
+	// scaled down to this stream, it holds as many iterations as 2000
+	// scores fill, like the code's window of 2000 scores.
+	paper := DefaultACIConfig()
+	paper.Window = walkWindowIters(cfg)
+	plain := paper
 	plain.Rule = RulePlain
 	fixed := plain
 	fixed.Gamma = 1e-12 // α stays ρ
-	cfgs := [len(aciNames)]ACIConfig{plain, DefaultACIConfig(), CodeACIConfig(), fixed}
+	cfgs := [len(aciNames)]ACIConfig{plain, paper, CodeACIConfig(), fixed}
 	var ctl [len(aciNames)]*ACI
 	for i, c := range cfgs {
 		var err error
@@ -282,6 +288,12 @@ func walkACI(cfg WalkthroughConfig) (aciWalk, error) {
 	return out, nil
 }
 
+// walkWindowIters is the paper-style window of the walkthrough, in
+// iterations: as many as DefaultWindow scores fill.
+func walkWindowIters(cfg WalkthroughConfig) int {
+	return max(1, DefaultWindow/max(1, cfg.Batch))
+}
+
 // lateErr is the mean err_t of controller i over the last three quarters.
 func (a aciWalk) lateErr(i int) float64 {
 	n := len(a.err[i])
@@ -289,8 +301,8 @@ func (a aciWalk) lateErr(i int) float64 {
 }
 
 func (a aciWalk) print(w io.Writer, cfg WalkthroughConfig) error {
-	fmt.Fprintf(w, "ACI on a drifting simulated training stream: %d steps × %d trajectories, window %d, bootstrap 150 scores,\n",
-		cfg.Steps, cfg.Batch, DefaultWindow)
+	fmt.Fprintf(w, "ACI on a drifting simulated training stream: %d steps × %d trajectories, window %d iterations (plain, smoothed) or %d scores (ema, the code's), bootstrap 150 scores,\n",
+		cfg.Steps, cfg.Batch, walkWindowIters(cfg), DefaultWindow)
 	fmt.Fprintf(w, "ρ = %g, γ = %g, η = %g; median NLL falls 4 → 1 geometrically (err = mean over the last 25 steps)\n\n",
 		DefaultRho, DefaultGamma, DefaultEta)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -16,22 +17,14 @@ import (
 )
 
 // APSReport is the calibration of APS on the world (stage 2), written as
-// aps/alpha-<α>.json. Its qhat, temperature, min_docs, max_docs and alpha
-// fields are the calibration report the agent and the trainer read
-// (agent.ParseAPS).
+// aps/alpha-<α>.json: the calibration file (conformal.Calibration, which the
+// agent and the trainer read with conformal.LoadCalibration) and its
+// evaluation on the test split's hop queries.
 type APSReport struct {
-	QHat        conformal.JSONFloat `json:"qhat"`
-	Alpha       float64             `json:"alpha"`
-	Temperature float64             `json:"temperature"`
-	MinDocs     int                 `json:"min_docs"`
-	MaxDocs     int                 `json:"max_docs"`
-	Quantile    string              `json:"quantile"`
-	// N calibration queries: the hop queries of the aps_calib split, each
-	// with CalibCandidates retrieved passages and its exact gold passages.
-	N               int     `json:"n"`
-	CalibCandidates int     `json:"calib_candidates"`
-	CalibCoverage   float64 `json:"calibration_coverage"`
-	CalibNoGold     int     `json:"calibration_no_gold"`
+	// Calibration: the hop queries of the aps_calib split, each with
+	// CalibCandidates retrieved passages and its exact gold passages,
+	// meant for searches that keep from Candidates.
+	conformal.Calibration
 	// Test: the hop queries of the test split.
 	Test int `json:"test"`
 	// TestCoverage is the fraction of test queries whose gold passage is in
@@ -46,12 +39,10 @@ type APSReport struct {
 	// CoverageBound is 1 − α − 2·sqrt(α(1−α)/n): two binomial standard
 	// deviations below the target for n test queries.
 	CoverageBound float64 `json:"coverage_bound"`
-	// Candidates is the number of passages retrieved per search at
-	// training and evaluation time; KeptCoverage is the fraction of test
-	// queries whose gold passage is among the APS-kept ones (what the
-	// agent reads), MeanKept their mean count and Histogram[k] the number
-	// of queries keeping k.
-	Candidates   int     `json:"candidates"`
+	// KeptCoverage is the fraction of test queries whose gold passage is
+	// among the APS-kept ones of the Candidates retrieved per search (what
+	// the agent reads), MeanKept their mean count and Histogram[k] the
+	// number of queries keeping k.
 	KeptCoverage float64 `json:"kept_coverage"`
 	MeanKept     float64 `json:"mean_kept"`
 	Histogram    []int   `json:"kept_histogram"`
@@ -172,7 +163,10 @@ func (r *runner) calibrateAPS(ctx context.Context, d *worldData) (map[float64]AP
 			if err != nil {
 				return err
 			}
-			if err := writeJSON(r.apsPath(alpha), rep); err != nil {
+			if err := os.MkdirAll(filepath.Dir(r.apsPath(alpha)), 0o755); err != nil {
+				return err
+			}
+			if err := conformal.SaveReport(r.apsPath(alpha), rep); err != nil {
 				return err
 			}
 		}
@@ -200,8 +194,8 @@ func queriesOf(hq []hopQuery) []string {
 }
 
 // calibrateLevel computes q̂ at level alpha (paper: the ⌈(n+1)(1−α)⌉-th
-// smallest calibration score E = c_r, E = 1 without a retrieved gold) and
-// evaluates it on the test queries.
+// smallest calibration score, decided in log space; no retrieved gold
+// scores +∞) and evaluates it on the test queries.
 func calibrateLevel(cfg Config, alpha float64, cal []hopQuery, calHits [][]search.Hit, test []hopQuery, testHits [][]search.Hit) (APSReport, error) {
 	aps := cfg.apsFor()
 	qs := make([]conformal.Query, len(cal))
@@ -212,28 +206,25 @@ func calibrateLevel(cfg Config, alpha float64, cal []hopQuery, calHits [][]searc
 	if err != nil {
 		return APSReport{}, fmt.Errorf("APS calibration at alpha %g: %w", alpha, err)
 	}
-	rep := APSReport{
-		QHat: conformal.JSONFloat(c.QHat), Alpha: alpha, Temperature: aps.Temperature, MinDocs: aps.MinDocs, MaxDocs: aps.MaxDocs,
-		Quantile: conformal.RuleConformal.String(), N: c.N, CalibCandidates: cfg.APS.CalibCandidates,
-		CalibCoverage: c.Coverage, CalibNoGold: c.NoGold, Test: len(test), Candidates: cfg.APS.Candidates,
-		Histogram: make([]int, aps.MaxDocs+1), FixedK: cfg.APS.TopK,
-	}
+	c.CalibCandidates = cfg.APS.CalibCandidates
+	c.UseCandidates(cfg.APS.Candidates, qs)
+	rep := APSReport{Calibration: c, Test: len(test), Histogram: make([]int, aps.MaxDocs+1), FixedK: cfg.APS.TopK}
 	var covered, inSet, kept, retrieved, fixed, keptSum int
 	for i, h := range test {
 		hits := testHits[i]
 		g := goldRank(hits, h.gold)
-		e, err := aps.Score(scoresOf(hits), g)
+		s, err := aps.LogScore(scoresOf(hits), g)
 		if err != nil {
 			return APSReport{}, fmt.Errorf("test query %q: %w", h.query, err)
 		}
-		if e <= c.QHat {
+		if s <= float64(c.QHatLog) {
 			covered++
 		}
-		if g != conformal.NoGold && g < aps.Keep(scoresOf(hits), c.QHat) {
+		if g != conformal.NoGold && g < c.Keep(scoresOf(hits)) {
 			inSet++
 		}
 		cand := hits[:min(len(hits), cfg.APS.Candidates)]
-		n := aps.Keep(scoresOf(cand), c.QHat)
+		n := c.Keep(scoresOf(cand))
 		keptSum += n
 		rep.Histogram[min(n, aps.MaxDocs)]++
 		if g := goldRank(cand, h.gold); g != conformal.NoGold {

@@ -37,9 +37,12 @@ type APSSettings struct {
 	// T = 0.01 suits inner products of unit vectors (gaps of ~0.01); BM25
 	// scores differ by whole units, so T is on that scale here.
 	Temperature float64 `json:"temperature"`
-	// CalibCandidates are the passages retrieved per calibration query
-	// (code: 20); Candidates those retrieved per search at training and
-	// evaluation time (code: 5), of which APS keeps k ∈ [MinDocs, MaxDocs].
+	// CalibCandidates are the passages retrieved per calibration query;
+	// Candidates those retrieved per search at training and evaluation
+	// time, of which APS keeps k ∈ [MinDocs, MaxDocs]. Equal by default, so
+	// calibration and use scores are exchangeable; the official code
+	// calibrates on 20 and keeps from 5 (measured on NQ: mean kept 3.51 →
+	// 3.06, gold kept 0.854 → 0.835).
 	CalibCandidates int `json:"calib_candidates"`
 	Candidates      int `json:"candidates"`
 	MinDocs         int `json:"min_docs"`
@@ -169,7 +172,7 @@ func tinyModel() ModelConfig {
 }
 
 func defaultAPS() APSSettings {
-	return APSSettings{Alpha: 0.2, Temperature: 1, CalibCandidates: 20, Candidates: 5, MinDocs: 1, MaxDocs: 5, TopK: 3}
+	return APSSettings{Alpha: 0.2, Temperature: 1, CalibCandidates: 5, Candidates: 5, MinDocs: 1, MaxDocs: 5, TopK: 3}
 }
 
 // demoWorld is the default preset's world: the default encyclopedia

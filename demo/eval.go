@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cas-engine/cas/agent"
+	"github.com/cas-engine/cas/conformal"
 	"github.com/cas-engine/cas/search"
 	"github.com/cas-engine/cas/world"
 )
@@ -100,16 +101,12 @@ func (r *runner) runEval(ctx context.Context, d *worldData, s evalSpec) (EvalRes
 		ret = d.retriever
 		res.Retrieval = fmt.Sprintf("top-%d", rc.TopK)
 		if s.aps != "" {
-			a, qhat, err := agent.LoadAPS(s.aps)
+			cal, err := conformal.LoadCalibration(s.aps)
 			if err != nil {
 				return res, err
 			}
-			rc.SetAPS(a, qhat)
-			var rep APSReport
-			if err := readJSON(s.aps, &rep); err != nil {
-				return res, err
-			}
-			res.Retrieval = fmt.Sprintf("APS α=%g", rep.Alpha)
+			rc.SetCalibration(cal)
+			res.Retrieval = fmt.Sprintf("APS α=%g", cal.Alpha)
 		}
 	}
 	run, err := agent.NewRunner(agent.QwenPolicy{Model: m}, d.tok, ret, rc)

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/cas-engine/cas/agent"
+	"github.com/cas-engine/cas/conformal"
 	"github.com/cas-engine/cas/model/tokenizer"
 	"github.com/cas-engine/cas/search"
 	"github.com/cas-engine/cas/world"
@@ -269,7 +270,7 @@ func TestTabulate(t *testing.T) {
 	mk := func(em float64) *Result {
 		r := &Result{Config: cfg, APS: map[string]APSReport{}}
 		for _, a := range cfg.apsAlphas() {
-			r.APS[fmtAlpha(a)] = APSReport{Alpha: a, MeanKept: 1 + a, TestCoverage: 1 - a}
+			r.APS[fmtAlpha(a)] = APSReport{Calibration: conformal.Calibration{Alpha: a}, MeanKept: 1 + a, TestCoverage: 1 - a}
 		}
 		for i, n := range append([]string{EvalNoRetrieval, EvalWarmStart}, variantNames(cfg)...) {
 			r.Evals = append(r.Evals, EvalResult{Name: n, EM: em + 0.01*float64(i), EMSingle: em, EMTwoHop: em / 2, DocsPerSearch: 2 + em})

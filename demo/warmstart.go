@@ -163,19 +163,18 @@ func passageOf(doc search.Doc) world.Passage {
 
 // warmExamples builds the warm start's examples: every training question's
 // scripted trajectory, its searches answered by BM25 with APS truncation
-// at level alpha (qhat), plus direct-answer examples.
-func (r *runner) warmExamples(ctx context.Context, d *worldData, qhat float64, rep *WarmReport) ([]train.Trajectory, error) {
+// by the calibration cal, plus direct-answer examples.
+func (r *runner) warmExamples(ctx context.Context, d *worldData, cal conformal.Calibration, rep *WarmReport) ([]train.Trajectory, error) {
 	qs := d.w.Splits[world.Train]
 	hq := hopQueries(qs)
 	hits, err := r.retrieveAll(ctx, d.retriever, queriesOf(hq), r.cfg.APS.Candidates, "warm-start retrieval")
 	if err != nil {
 		return nil, err
 	}
-	aps := r.cfg.apsFor()
 	kept := map[string][]world.Passage{}
 	var keptSum, covered int
 	for i, h := range hits {
-		n := aps.Keep(scoresOf(h), qhat)
+		n := cal.Keep(scoresOf(h))
 		keptSum += n
 		if g := goldRank(h, hq[i].gold); g != conformal.NoGold && g < n {
 			covered++
@@ -251,7 +250,7 @@ func (r *runner) warmStart(ctx context.Context, d *worldData, aps APSReport) (*W
 		}
 		rep = WarmReport{}
 		os.RemoveAll(filepath.Join(r.out, "warm-partial")) // saves of earlier versions: not resumable exactly
-		examples, err := r.warmExamples(ctx, d, float64(aps.QHat), &rep)
+		examples, err := r.warmExamples(ctx, d, aps.Calibration, &rep)
 		if err != nil {
 			return err
 		}

@@ -100,16 +100,12 @@ func BootstrapScores(m *qwen.Model, tok agent.Tokenizer, prompts []Prompt, cfg B
 }
 
 // responseScore is the ACI score of a generated response: the answer-span
-// NLL (the span's tokens found by agent.TokenSpan), else the mean NLL of all
-// its tokens, EmptyNLL if it is empty.
+// NLL (the tokens strictly inside the first <answer>…</answer>, found by
+// agent.AnswerTokens as in the rollout), else the mean NLL of all its
+// tokens, EmptyNLL if it is empty.
 func responseScore(tok agent.Tokenizer, ids []int, logps []float32) float64 {
-	span := [2]int{}
-	text := tok.Decode(ids, true)
-	if start, end, ok := agent.AnswerSpan(text); ok && end > start {
-		lo, hi := agent.TokenSpan(tok, ids, text, start, end)
-		span = [2]int{lo, hi}
-	}
-	return conformal.AnswerNLL(logps, span)
+	lo, hi := agent.AnswerTokens(tok, ids, tok.Decode(ids, true))
+	return conformal.AnswerNLL(logps, [2]int{lo, hi})
 }
 
 // WriteScores writes scores as one JSONL line {"scores": [...]} (the format

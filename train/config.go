@@ -127,14 +127,24 @@ type RolloutConfig struct {
 	Temperature  float64 `yaml:"temperature"`
 	TopP         float64 `yaml:"top_p"`
 	TopK         int     `yaml:"top_k"`
-	// MaxTurns and TurnRule bound the generations: "paper" (4 rounds of
-	// search, then a final answer turn) or "code" (4 generations in all).
+	// MaxTurns and TurnRule bound the generations. The paper's "a maximum
+	// of 4 assistant turns" is read two ways (agent.TurnRule): "paper"
+	// counts assistant–search rounds, so max_turns 4 lets 4 searches and a
+	// final answer generation happen (5 generations, Search-R1's loop);
+	// "code" counts generations, so max_turns 4 allows 4 generations and
+	// executes at most 3 searches (the official CAS code).
 	MaxTurns int    `yaml:"max_turns"`
 	TurnRule string `yaml:"turn_rule"`
 	// Placement is "system-user" (the code's) or "user" (Search-R1's).
 	Placement string `yaml:"placement"`
 	// InfoFormat is "code" or "search-r1".
-	InfoFormat        string `yaml:"info_format"`
+	InfoFormat string `yaml:"info_format"`
+	// AnswerFrom is where the reward reads the answer (and whether there is
+	// one): "policy" (default), only the text the policy generated, or
+	// "text", the last <answer> of the whole response, retrieved passages
+	// and the invalid-action message included (the official code's
+	// extract_solution).
+	AnswerFrom        string `yaml:"answer_from"`
 	MaxObsTokens      int    `yaml:"max_obs_tokens"`
 	MaxTurnTokens     int    `yaml:"max_turn_tokens"`
 	MaxPromptTokens   int    `yaml:"max_prompt_tokens"`
@@ -174,6 +184,10 @@ type ACIConfig struct {
 	Gamma   float64 `yaml:"gamma"`
 	Eta     float64 `yaml:"eta"`
 	Window  int     `yaml:"window"`
+	// WindowUnit is what Window counts: "iterations" (the paper: every
+	// score of the last Window steps) or "scores" (the official code's
+	// deque of the last Window scores).
+	WindowUnit string `yaml:"window_unit"`
 	// Rule is "smoothed" (paper Eq. 7), "plain" (Eq. 4) or "ema" (the code).
 	Rule string `yaml:"rule"`
 	// Quantile is "conformal", "higher" or "linear" (the code's).
@@ -235,6 +249,7 @@ func rolloutDefaults() RolloutConfig {
 	return RolloutConfig{
 		GroupSize: 5, Temperature: a.Temperature, TopP: 1, TopK: 0,
 		MaxTurns: a.MaxTurns, TurnRule: a.TurnRule.String(), Placement: a.Placement.String(), InfoFormat: a.Info.String(),
+		AnswerFrom:   "policy",
 		MaxObsTokens: a.MaxObsTokens, MaxTurnTokens: a.MaxTurnTokens,
 		MaxPromptTokens: a.MaxPromptTokens, MaxResponseTokens: a.MaxResponseTokens,
 		RetrieveAttempts: a.RetrieveAttempts, RetrieveTimeout: a.RetrieveTimeout,
@@ -250,7 +265,7 @@ func grpoDefaults() GRPOConfig {
 
 func aciDefaults() ACIConfig {
 	c := conformal.DefaultACIConfig()
-	return ACIConfig{Enabled: true, Rho: c.Rho, Gamma: c.Gamma, Eta: c.Eta, Window: c.Window,
+	return ACIConfig{Enabled: true, Rho: c.Rho, Gamma: c.Gamma, Eta: c.Eta, Window: c.Window, WindowUnit: c.WindowUnit.String(),
 		Rule: c.Rule.String(), Quantile: c.Quantile.String(), Decay: c.Decay, Alpha1: 0, // α₁ = ρ
 		AlphaMin: c.AlphaMin, AlphaMax: c.AlphaMax, CalibPrompts: 150}
 }
@@ -726,6 +741,13 @@ func (c *Config) rolloutConfig() (agent.RolloutConfig, error) {
 	if r.Info, err = agent.ParseInfoFormat(c.Rollout.InfoFormat); err != nil {
 		errs = append(errs, err)
 	}
+	switch c.Rollout.AnswerFrom {
+	case "policy", "":
+	case "text":
+		r.Reward.WholeText = true
+	default:
+		errs = append(errs, fmt.Errorf("rollout.answer_from %q: want policy or text", c.Rollout.AnswerFrom))
+	}
 	ro := c.Rollout
 	r.ChatFamily = c.Model.ChatFamily
 	r.MaxTurns = ro.MaxTurns
@@ -758,7 +780,11 @@ func (c *Config) aciConfig() (conformal.ACIConfig, error) {
 	if err != nil {
 		return conformal.ACIConfig{}, err
 	}
-	out := conformal.ACIConfig{Rho: a.Rho, Gamma: a.Gamma, Eta: a.Eta, Window: a.Window, Rule: rule, Quantile: q,
+	unit, err := conformal.ParseACIWindow(a.WindowUnit)
+	if err != nil {
+		return conformal.ACIConfig{}, fmt.Errorf("aci.window_unit: %w", err)
+	}
+	out := conformal.ACIConfig{Rho: a.Rho, Gamma: a.Gamma, Eta: a.Eta, Window: a.Window, WindowUnit: unit, Rule: rule, Quantile: q,
 		Decay: a.Decay, Alpha1: a.Alpha1, AlphaMin: a.AlphaMin, AlphaMax: a.AlphaMax}
 	return out, out.Validate()
 }

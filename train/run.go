@@ -2,10 +2,10 @@ package train
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -74,6 +74,8 @@ type Trainer struct {
 	dtype   safetensors.DType
 	metrics *MetricsWriter
 	lastCkp int
+	// droppedPrompts counts the training prompts over max_prompt_tokens.
+	droppedPrompts int
 	// beforeUpdate, when set (tests), sees each step's trajectories before
 	// the update.
 	beforeUpdate func(step int, trajs []Trajectory)
@@ -129,8 +131,8 @@ func startTrainer(c *Config, runDir string, opts RunOptions) (*Trainer, error) {
 	if err := c.Save(filepath.Join(runDir, RunConfigFile), opts.PathRoot); err != nil {
 		return nil, err
 	}
-	t.logf("run %s: %d prompts, %d steps of %d prompts × %d, policy %s (%.1fM parameters)",
-		c.Name, t.loader.Len(), t.total, c.GRPO.PromptsPerStep, c.Rollout.GroupSize, c.Model.Path,
+	t.logf("run %s: %d prompts (%d dropped: over rollout.max_prompt_tokens %d), %d steps of %d prompts × %d, policy %s (%.1fM parameters)",
+		c.Name, t.loader.Len(), t.droppedPrompts, c.Rollout.MaxPromptTokens, t.total, c.GRPO.PromptsPerStep, c.Rollout.GroupSize, c.Model.Path,
 		float64(policy.Config.NumParameters())/1e6)
 	return t, nil
 }
@@ -205,7 +207,7 @@ func ResumeTrainer(runDir string, sets []string, opts RunOptions) (*Trainer, err
 			return nil, err
 		}
 	}
-	t.logf("resumed %s at step %d of %d from %s", cfg.Name, t.step, t.total, ckpt)
+	t.logf("resumed %s at step %d of %d from %s (%d prompts, %d dropped: over rollout.max_prompt_tokens)", cfg.Name, t.step, t.total, ckpt, t.loader.Len(), t.droppedPrompts)
 	return t, nil
 }
 
@@ -245,6 +247,9 @@ func newTrainer(cfg *Config, runDir string, opts RunOptions) (*Trainer, error) {
 	if cfg.Data.Limit > 0 && cfg.Data.Limit < len(prompts) {
 		prompts = prompts[:cfg.Data.Limit]
 	}
+	if prompts, t.droppedPrompts, err = filterLongPrompts(cfg, t.tok, prompts); err != nil {
+		return nil, err
+	}
 	if len(prompts) < cfg.GRPO.PromptsPerStep {
 		return nil, fmt.Errorf("data.train has %d prompts, fewer than prompts_per_step %d", len(prompts), cfg.GRPO.PromptsPerStep)
 	}
@@ -256,6 +261,33 @@ func newTrainer(cfg *Config, runDir string, opts RunOptions) (*Trainer, error) {
 	}
 	return t, nil
 }
+
+// filterLongPrompts drops the prompts whose rendered agent prompt exceeds
+// rollout.max_prompt_tokens (the paper's data filter), in order, and counts
+// them; a resumed run filters the same file the same way.
+func filterLongPrompts(cfg *Config, tok agent.Tokenizer, prompts []Prompt) ([]Prompt, int, error) {
+	rc, err := cfg.rolloutConfig()
+	if err != nil {
+		return nil, 0, err
+	}
+	qs := make([]string, len(prompts))
+	for i, p := range prompts {
+		qs[i] = p.Question
+	}
+	kept, dropped, err := agent.FilterLongPrompts(tok, rc, qs)
+	if err != nil {
+		return nil, 0, fmt.Errorf("data.train: %w", err)
+	}
+	out := make([]Prompt, len(kept))
+	for i, k := range kept {
+		out[i] = prompts[k]
+	}
+	return out, dropped, nil
+}
+
+// DroppedPrompts is the number of training prompts dropped for being longer
+// than rollout.max_prompt_tokens.
+func (t *Trainer) DroppedPrompts() int { return t.droppedPrompts }
 
 func (t *Trainer) loadReference() error {
 	path := t.cfg.Model.Reference
@@ -336,11 +368,11 @@ func (t *Trainer) finish() error {
 		return err
 	}
 	if t.cfg.APS.Enabled {
-		aps, qhat, err := loadAPSChecked(t.cfg.APS.QHatFile, t.cfg.APS.Alpha)
+		cal, err := loadAPSChecked(t.cfg.APS.QHatFile, t.cfg.APS.Alpha, t.cfg.APS.Candidates)
 		if err != nil {
 			return err
 		}
-		rc.SetAPS(aps, qhat)
+		rc.SetCalibration(cal)
 	}
 	if t.runner, err = agent.NewRunner(agent.QwenPolicy{Model: t.policy}, t.tok, t.opts.Retriever, rc); err != nil {
 		return err
@@ -348,24 +380,23 @@ func (t *Trainer) finish() error {
 	return nil
 }
 
-// loadAPSChecked reads an APS calibration report and, when alpha > 0 and
-// the report records its own "alpha", checks that they agree.
-func loadAPSChecked(path string, alpha float64) (conformal.APS, float64, error) {
-	aps, qhat, err := agent.LoadAPS(path)
+// loadAPSChecked reads an APS calibration file and checks it against the
+// config: the level it was calibrated at (when alpha > 0 and the file
+// records one) and the number of candidates per search it is meant for
+// (when the file records one).
+func loadAPSChecked(path string, alpha float64, candidates int) (conformal.Calibration, error) {
+	c, err := conformal.LoadCalibration(path)
 	if err != nil {
-		return aps, qhat, err
+		return c, err
 	}
-	if alpha > 0 {
-		var rep struct {
-			Alpha *float64 `json:"alpha"`
-		}
-		if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &rep) == nil && rep.Alpha != nil {
-			if d := *rep.Alpha - alpha; d > 1e-9 || d < -1e-9 {
-				return aps, qhat, fmt.Errorf("%s was calibrated at alpha %g, the config says aps.alpha %g", path, *rep.Alpha, alpha)
-			}
-		}
+	if alpha > 0 && c.Alpha > 0 && math.Abs(c.Alpha-alpha) > 1e-9 {
+		return c, fmt.Errorf("%s was calibrated at alpha %g, the config says aps.alpha %g", path, c.Alpha, alpha)
 	}
-	return aps, qhat, nil
+	if c.Candidates > 0 && c.Candidates != candidates {
+		return c, fmt.Errorf("%s was calibrated for %d candidates per search, the config says aps.candidates %d (recalibrate with --topk %d, or record the official code's 20/5 with --candidates %d)",
+			path, c.Candidates, candidates, candidates, candidates)
+	}
+	return c, nil
 }
 
 // Step returns the number of completed steps.

@@ -256,6 +256,9 @@ func (l *Learner) Step(trajs []Trajectory) (*StepResult, error) {
 	res.Scores = make([]float64, len(trajs))
 	for i := range trajs {
 		res.Scores[i] = trajs[i].ConfidenceScore(old[i])
+		if math.IsNaN(res.Scores[i]) || math.IsInf(res.Scores[i], 0) {
+			return nil, fmt.Errorf("learner step: trajectory %d: ACI score (answer-span NLL under the rollout policy) is %v: %w", i, res.Scores[i], ErrNonFinite)
+		}
 	}
 	res.Omega = make([]float64, len(trajs))
 	for i := range res.Omega {

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/cas-engine/cas/calibrate"
@@ -30,16 +28,17 @@ func newCalibrateAPSRetrievalCmd() *cobra.Command {
 		cfg                                     = calibrate.DefaultConfig()
 		dense                                   denseFlags
 		noProgress                              bool
+		candidates, calCandidates               int
 	)
 	cmd := &cobra.Command{
-		Use:   "aps --qa FILE (--index DIR | --retriever URL) [--candidates 20 --alpha 0.2 --n 150 --seed 0] [--out qhat.json]",
+		Use:   "aps --qa FILE (--index DIR | --retriever URL) [--candidates 5 --alpha 0.2 --n 150 --seed 0] [--out qhat.json]",
 		Short: "Calibrate APS's threshold q̂ on real retrieval for a QA file",
 		Long: `Calibrate APS on real retrieval.
 
 Draws --n questions of a FlashRAG/Search-R1 QA file ({"id", "question",
 "golden_answers"}) at random (--seed) for calibration and evaluates on the
 others (--test of them; 0: all, which retrieves the whole file). For every question it retrieves --candidates
-candidates (from an index folder, or from a running Search-R1-compatible
+passages (from an index folder, or from a running Search-R1-compatible
 server with --retriever) and labels the gold passage: the first candidate whose
 lowercased, whitespace-collapsed contents contain a gold answer (the
 official code's fallback without an LLM judge). The calibration score is
@@ -54,12 +53,23 @@ its histogram, and the same for a fixed top-k (--fixed-k 3). The JSON
 carries qhat ("+Inf" when n is too small for α), n, alpha, coverage,
 coverage_kept, mean_kept and the settings; a summary table goes to stderr.
 
+The rule is decided in log space (S = −log(1 − c_r), threshold qhat_log;
+qhat = 1 − e^−qhat_log is shown), so it stays exact where c_r rounds to 1 in
+float64: the paper's T = 0.01 works on BM25 scores as on E5 cosines.
+Searches keep from their top --candidates; calibration retrieves the same
+number unless --calibration-candidates says otherwise (the same count makes
+calibration and use scores exchangeable; the official code calibrates on 20
+and keeps from 5: --calibration-candidates 20 --candidates 5, or --preset
+code). The file
+records both, and the trainer refuses a file made for another candidate
+count. Warnings (stderr and the "warnings" field): a threshold that keeps
+everything, a kept-set coverage far below the score coverage.
+
 --gold-only keeps only questions whose gold was retrieved (coverage
-conditional on retrieval success). The paper's T = 0.01 suits E5 cosine
-scores; BM25 scores are ~100x larger, so try --temperature 1 with BM25.`,
+conditional on retrieval success).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := applyRetrievalAPSPreset(cmd, preset, &cfg, &quant); err != nil {
+			if err := applyRetrievalAPSPreset(cmd, preset, &cfg, &quant, candidates, calCandidates); err != nil {
 				return err
 			}
 			rule, err := conformal.ParseQuantileRule(quant)
@@ -99,16 +109,15 @@ scores; BM25 scores are ~100x larger, so try --temperature 1 with BM25.`,
 			}
 			rep.QA, rep.Index = qaPath, source
 			writeCalibrationSummary(cmd.ErrOrStderr(), rep)
-			b, err := json.MarshalIndent(rep, "", "  ")
-			if err != nil {
-				return err
-			}
-			b = append(b, '\n')
 			if out == "" || out == "-" {
-				_, err = cmd.OutOrStdout().Write(b)
+				b, err := json.MarshalIndent(rep, "", "  ")
+				if err != nil {
+					return err
+				}
+				_, err = cmd.OutOrStdout().Write(append(b, '\n'))
 				return err
 			}
-			return writeRetrievalOutput(out, b)
+			return conformal.SaveReport(out, rep)
 		},
 	}
 	f := cmd.Flags()
@@ -116,7 +125,8 @@ scores; BM25 scores are ~100x larger, so try --temperature 1 with BM25.`,
 	f.StringVar(&dir, "index", "", "index folder to retrieve from")
 	f.StringVar(&server, "retriever", "", "retrieve from this Search-R1-compatible server instead (e.g. http://127.0.0.1:8000)")
 	f.StringVar(&out, "out", "", "write the JSON report here (atomically; default stdout)")
-	f.IntVar(&cfg.TopK, "candidates", cfg.TopK, "candidates retrieved per question")
+	f.IntVar(&candidates, "candidates", cfg.TopK, "passages retrieved per search at use time, which APS keeps from; calibration retrieves as many unless --calibration-candidates")
+	f.IntVar(&calCandidates, "calibration-candidates", 0, "candidates retrieved per calibration question (0: --candidates, exchangeable; code: 20)")
 	f.Float64Var(&cfg.Alpha, "alpha", cfg.Alpha, "miscoverage level α in (0, 1)")
 	f.IntVar(&cfg.N, "n", cfg.N, "calibration questions")
 	f.IntVar(&cfg.Test, "test", 0, "held-out questions (0: all the others)")
@@ -125,7 +135,7 @@ scores; BM25 scores are ~100x larger, so try --temperature 1 with BM25.`,
 	f.IntVar(&cfg.APS.MinDocs, "min-docs", cfg.APS.MinDocs, "lower clamp on the kept count")
 	f.IntVar(&cfg.APS.MaxDocs, "max-docs", cfg.APS.MaxDocs, "upper clamp on the kept count (0 = none)")
 	f.StringVar(&quant, "quantile", "conformal", "quantile rule: conformal (⌈(n+1)(1-α)⌉-th smallest), higher (numpy), linear")
-	f.StringVar(&preset, "preset", "paper", "defaults: paper (α=0.2, min-docs 1, conformal) or code (α=0.1, min-docs 2, higher)")
+	f.StringVar(&preset, "preset", "paper", "defaults: paper (α=0.2, min-docs 1, conformal) or code (α=0.1, min-docs 2, higher, --calibration-candidates 20 --candidates 5)")
 	f.BoolVar(&cfg.Randomized, "randomized", false, "use the randomized score c_{r-1} + U·p_r")
 	f.BoolVar(&cfg.GoldOnly, "gold-only", false, "keep only questions whose gold passage was retrieved")
 	f.IntVar(&cfg.FixedK, "fixed-k", cfg.FixedK, "the fixed top-k baseline")
@@ -140,19 +150,37 @@ scores; BM25 scores are ~100x larger, so try --temperature 1 with BM25.`,
 
 // applyRetrievalAPSPreset fills α, min-docs and the quantile rule from a
 // preset unless given explicitly.
-func applyRetrievalAPSPreset(cmd *cobra.Command, preset string, cfg *calibrate.Config, quant *string) error {
+// candidates and calCandidates are the flags' values: passages per search
+// at use time, and per calibration question (0: the same).
+func applyRetrievalAPSPreset(cmd *cobra.Command, preset string, cfg *calibrate.Config, quant *string, candidates, calCandidates int) error {
 	var alpha float64
 	var minDocs int
 	var rule string
+	f := cmd.Flags()
 	switch preset {
 	case "paper":
 		alpha, minDocs, rule = conformal.PaperAlpha, conformal.PaperMinDocs, conformal.RuleConformal.String()
 	case "code":
 		alpha, minDocs, rule = conformal.CodeAlpha, conformal.CodeMinDocs, conformal.CodeQuantile.String()
+		if !f.Changed("candidates") {
+			candidates = 5 // keep from 5 …
+		}
+		if !f.Changed("calibration-candidates") {
+			calCandidates = 20 // … calibrated on 20
+		}
 	default:
 		return fmt.Errorf("--preset %q: want paper or code", preset)
 	}
-	f := cmd.Flags()
+	if candidates < 1 {
+		return fmt.Errorf("--candidates %d: want ≥ 1", candidates)
+	}
+	cfg.TopK, cfg.Candidates = candidates, candidates
+	if calCandidates > 0 {
+		if calCandidates < candidates {
+			return fmt.Errorf("--calibration-candidates %d < --candidates %d: calibration must see at least the candidates a search keeps from", calCandidates, candidates)
+		}
+		cfg.TopK = calCandidates
+	}
 	if !f.Changed("alpha") {
 		cfg.Alpha = alpha
 	}
@@ -166,38 +194,16 @@ func applyRetrievalAPSPreset(cmd *cobra.Command, preset string, cfg *calibrate.C
 }
 
 func writeCalibrationSummary(w io.Writer, r calibrate.Report) {
-	fmt.Fprintf(w, "q̂ = %v from n = %d (α = %v, %s quantile, T = %v, top-%d candidates; gold retrieved for %d/%d)\n",
-		float64(r.QHat), r.N, r.Alpha, r.Quantile, r.Temperature, r.TopK, r.CalGold, r.N)
+	fmt.Fprintf(w, "q̂ = %v (log scale %v) from n = %d (α = %v, %s quantile, T = %v, top-%d candidates, kept from %d; gold retrieved for %d/%d)\n",
+		float64(r.QHat), float64(r.QHatLog), r.N, r.Alpha, r.Rule, r.Temperature, r.TopK, r.Candidates, r.CalGold, r.N)
+	for _, s := range r.Warnings {
+		fmt.Fprintln(w, "warning:", s)
+	}
 	fmt.Fprintf(w, "held-out: %d questions, gold retrieved for %d\n", r.Test, r.TestGold)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\tcoverage\tcoverage_kept\tgold_kept\tmean_kept\thistogram (k=0,1,…)\t")
-	fmt.Fprintf(tw, "APS\t%.3f\t%.3f\t%.3f\t%.2f\t%v\t\n", r.Coverage, r.CoverageKept, r.GoldKept, r.MeanKept, r.Histogram)
+	a := r.SetStats
+	fmt.Fprintf(tw, "APS\t%.3f\t%.3f\t%.3f\t%.2f\t%v\t\n", a.Coverage, a.CoverageKept, a.GoldKept, a.MeanKept, a.Histogram)
 	fmt.Fprintf(tw, "top-%d\t%.3f\t%.3f\t%.3f\t%.2f\t%v\t\n", r.Fixed.K, r.Fixed.Coverage, r.Fixed.CoverageKept, r.Fixed.GoldKept, r.Fixed.MeanKept, r.Fixed.Histogram)
 	tw.Flush()
-}
-
-// writeRetrievalOutput writes data to path via a temp file and a rename.
-func writeRetrievalOutput(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	werr := tmp.Chmod(0o644)
-	if werr == nil {
-		_, werr = tmp.Write(data)
-	}
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), path)
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, werr)
-	}
-	return nil
 }

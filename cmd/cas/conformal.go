@@ -67,6 +67,7 @@ func newCalibrateAPSCmd() *cobra.Command {
 		randomized             bool
 		seed                   uint64
 		minDocs, maxDocs       int
+		candidates             int
 	)
 	cmd := &cobra.Command{
 		Use:   "calibrate-aps --in FILE --alpha A",
@@ -79,10 +80,23 @@ them (-1 when it is absent). The calibration score of a query is the
 cumulative softmax(s/T) mass of the descending-sorted scores up to and
 including the gold document (1 without gold); q̂ is their quantile at 1-α.
 
-Prints {"qhat", "n", "alpha", "coverage", ...}: coverage is the fraction of
-calibration queries with score ≤ q̂, kept_coverage the fraction whose gold is
-among the documents "cas conformal aps" would keep with --min-docs/--max-docs,
-mean_k their mean count. qhat is "+Inf" when n is too small for α.
+The rule is computed in log space: S = −log(1 − c_r) (+Inf without gold),
+q̂_S their conformal quantile, k = min{k : −log(1 − c_k) ≥ q̂_S}; this is the
+E = c_r rule in exact arithmetic, and stays exact where c_k rounds to 1 in
+float64 (BM25-scale scores at T = 0.01).
+
+Prints the calibration (and writes it to --out, the file
+"cas conformal aps --calibration" and the trainer read): qhat (E scale, for
+people), qhat_log (the log-scale threshold that decides), n, alpha,
+calibration_coverage (fraction of queries with S ≤ q̂_S),
+calibration_kept_coverage (fraction whose gold is among the documents kept
+with --min-docs/--max-docs from the top --candidates), calibration_mean_kept,
+calib_candidates, candidates and warnings. qhat_log is "+Inf" when n is too
+small for α. Warnings also go to stderr: a threshold that keeps everything,
+or a kept-set coverage far below the score coverage.
+--candidates M records that searches will keep from M candidates (the
+official code calibrates on 20 and keeps from 5; default: as many as the
+calibration queries have, which keeps the scores exchangeable).
 --preset code selects the official code's α = 0.1, min-docs 2 and the numpy
 "higher" quantile (flags given explicitly win).`,
 		Args: cobra.NoArgs,
@@ -118,37 +132,36 @@ mean_k their mean count. qhat is "+Inf" when n is too small for α.
 			if err != nil {
 				return fmt.Errorf("calibrate %s: %w", in, err)
 			}
-			res := struct {
-				QHat         conformal.JSONFloat `json:"qhat"`
-				N            int                 `json:"n"`
-				Alpha        float64             `json:"alpha"`
-				Target       float64             `json:"target_coverage"`
-				Coverage     float64             `json:"coverage"`
-				KeptCoverage float64             `json:"kept_coverage"`
-				MeanK        float64             `json:"mean_k"`
-				NoGold       int                 `json:"no_gold"`
-				Quantile     string              `json:"quantile"`
-				Temperature  float64             `json:"temperature"`
-				MinDocs      int                 `json:"min_docs"`
-				MaxDocs      int                 `json:"max_docs"`
-				Randomized   bool                `json:"randomized"`
-				Seed         *uint64             `json:"seed,omitempty"`
-			}{conformal.JSONFloat(c.QHat), c.N, alpha, 1 - alpha, c.Coverage, c.KeptCoverage, c.MeanKept,
-				c.NoGold, rule.String(), temp, minDocs, maxDocs, randomized, nil}
-			if randomized {
-				res.Seed = &seed
+			if cmd.Flags().Changed("candidates") {
+				if candidates < 1 || candidates > c.CalibCandidates {
+					return fmt.Errorf("--candidates %d outside [1, %d] (the calibration queries have up to %d candidates)", candidates, c.CalibCandidates, c.CalibCandidates)
+				}
+				c.UseCandidates(candidates, queries)
 			}
-			b, err := json.Marshal(res)
+			if randomized {
+				c.Seed = &seed
+			}
+			for _, w := range c.Warnings {
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+			}
+			b, err := c.Marshal()
 			if err != nil {
 				return err
 			}
-			return writeOutput(cmd, out, append(b, '\n'))
+			if out != "" && out != "-" {
+				if err := c.Save(out); err != nil {
+					return err
+				}
+			}
+			_, err = cmd.OutOrStdout().Write(b)
+			return err
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&in, "in", "", "JSONL calibration queries ({\"scores\":[...],\"gold\":k} per line; - for stdin)")
-	f.StringVar(&out, "out", "", "write the JSON result here (atomically) instead of stdout")
+	f.StringVar(&out, "out", "", "also write the calibration file here (atomically)")
 	f.Float64Var(&alpha, "alpha", conformal.PaperAlpha, "miscoverage level α in (0, 1); target coverage 1-α")
+	f.IntVar(&candidates, "candidates", 0, "candidates per search at use time (default: those of the calibration queries; code: 5 of 20)")
 	f.Float64Var(&temp, "temperature", conformal.DefaultTemperature, "softmax temperature T")
 	f.StringVar(&quant, "quantile", "conformal", "quantile rule: conformal (⌈(n+1)(1-α)⌉-th smallest), higher (numpy), linear (type 7)")
 	f.BoolVar(&randomized, "randomized", false, "use the randomized score c_{r-1} + U·p_r")
@@ -162,31 +175,61 @@ mean_k their mean count. qhat is "+Inf" when n is too small for α.
 
 func newAPSCmd() *cobra.Command {
 	var (
-		in, out, preset  string
-		qhat, temp       float64
-		minDocs, maxDocs int
+		in, out, preset, calPath string
+		qhat, temp               float64
+		minDocs, maxDocs         int
 	)
 	cmd := &cobra.Command{
-		Use:   "aps --qhat Q --in FILE",
-		Short: "Truncate each JSONL query's candidates with the APS threshold q̂",
-		Long: `Truncate each query's candidates with the APS threshold q̂.
+		Use:   "aps (--calibration FILE | --qhat Q) --in FILE",
+		Short: "Truncate each JSONL query's candidates with an APS calibration",
+		Long: `Truncate each query's candidates with an APS calibration.
 
 Each line of FILE is {"scores": [...]} (a "gold" field, if present, is
 ignored). For each line prints {"k": K, "kept": [i_1, ..., i_K]}: K is the
-smallest k whose cumulative softmax(s/T) mass of the descending-sorted scores
-reaches q̂, clamped to [--min-docs, --max-docs] and to the candidates; kept are
-the input indices of the kept documents in descending score order.
---qhat accepts +Inf (keep everything up to --max-docs).`,
+smallest k whose cumulative softmax(s/T) mass c_k of the descending-sorted
+scores reaches q̂ (decided in log space, −log(1 − c_k) ≥ q̂_S, so it stays
+exact where c_k rounds to 1), clamped to [--min-docs, --max-docs] and to the
+candidates; kept are the input indices of the kept documents in descending
+score order.
+
+--calibration FILE keeps by a calibration file (from calibrate-aps --out or
+"cas calibrate aps --out"): its log-scale threshold, temperature and clamps
+(--temperature, --min-docs, --max-docs given explicitly override the file's;
+queries with more candidates than the file was calibrated for are reported
+on stderr). --qhat Q takes an E-scale threshold instead (+Inf keeps
+everything up to --max-docs); one of the two is required.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f := cmd.Flags()
 			if err := applyAPSPreset(cmd, preset, nil, &minDocs, nil); err != nil {
 				return err
 			}
-			if math.IsNaN(qhat) {
-				return errors.New("--qhat is NaN")
+			var cal conformal.Calibration
+			switch {
+			case f.Changed("calibration") == f.Changed("qhat"):
+				return errors.New("give exactly one of --calibration FILE and --qhat Q")
+			case calPath != "":
+				var err error
+				if cal, err = conformal.LoadCalibration(calPath); err != nil {
+					return err
+				}
+				if f.Changed("temperature") {
+					cal.Temperature = temp
+				}
+				if f.Changed("min-docs") || f.Changed("preset") {
+					cal.MinDocs = minDocs
+				}
+				if f.Changed("max-docs") {
+					cal.MaxDocs = maxDocs
+				}
+			default:
+				if math.IsNaN(qhat) {
+					return errors.New("--qhat is NaN")
+				}
+				cal.APS = conformal.APS{Temperature: temp, MinDocs: minDocs, MaxDocs: maxDocs}
+				cal.QHat, cal.QHatLog = conformal.JSONFloat(qhat), conformal.JSONFloat(conformal.LogScoreFromE(qhat))
 			}
-			aps := conformal.APS{Temperature: temp, MinDocs: minDocs, MaxDocs: maxDocs}
-			if err := aps.Validate(); err != nil {
+			if err := cal.APS.Validate(); err != nil {
 				return err
 			}
 			queries, err := readInput(cmd, in, func(r io.Reader) ([]conformal.Query, error) {
@@ -197,8 +240,12 @@ the input indices of the kept documents in descending score order.
 			}
 			var buf bytes.Buffer
 			enc := json.NewEncoder(&buf)
+			mismatch := 0
 			for _, q := range queries {
-				kept := aps.KeepIndices(q.Scores, qhat)
+				if cal.Candidates > 0 && len(q.Scores) > cal.Candidates {
+					mismatch++
+				}
+				kept := cal.KeepIndices(q.Scores)
 				if err := enc.Encode(struct {
 					K    int   `json:"k"`
 					Kept []int `json:"kept"`
@@ -206,26 +253,30 @@ the input indices of the kept documents in descending score order.
 					return err
 				}
 			}
+			if mismatch > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %d of %d queries have more than the %d candidates %s was calibrated for (keep from the top %[3]d)\n",
+					mismatch, len(queries), cal.Candidates, calPath)
+			}
 			return writeOutput(cmd, out, buf.Bytes())
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&in, "in", "", "JSONL queries ({\"scores\":[...]} per line; - for stdin)")
 	f.StringVar(&out, "out", "", "write the JSONL result here (atomically) instead of stdout")
-	f.Float64Var(&qhat, "qhat", 0, "APS threshold q̂ (from calibrate-aps)")
+	f.StringVar(&calPath, "calibration", "", "APS calibration file (calibrate-aps --out) to keep by")
+	f.Float64Var(&qhat, "qhat", 0, "E-scale APS threshold q̂ instead of --calibration")
 	f.Float64Var(&temp, "temperature", conformal.DefaultTemperature, "softmax temperature T")
 	f.IntVar(&minDocs, "min-docs", conformal.PaperMinDocs, "lower clamp on the kept count")
 	f.IntVar(&maxDocs, "max-docs", conformal.PaperMaxDocs, "upper clamp on the kept count (0 = none)")
 	f.StringVar(&preset, "preset", "paper", "defaults: paper (min-docs 1) or code (min-docs 2)")
 	_ = cmd.MarkFlagRequired("in")
-	_ = cmd.MarkFlagRequired("qhat")
 	return cmd
 }
 
 func newACICmd() *cobra.Command {
 	var (
-		in, out, ruleName, quant, bootstrap, loadState, saveState string
-		cfg                                                       = conformal.DefaultACIConfig()
+		in, out, ruleName, quant, bootstrap, loadState, saveState, windowUnit string
+		cfg                                                                   = conformal.DefaultACIConfig()
 	)
 	cmd := &cobra.Command{
 		Use:   "aci --in FILE",
@@ -241,8 +292,10 @@ infinite (e.g. an empty window).
 
 Rules: plain (paper Eq. 4), smoothed (paper Eq. 7, default), ema (official
 code; α clipped to [0.01, 0.99]). The quantile defaults to conformal, or to
-linear for ema. --bootstrap FILE (same format, all lines concatenated) preloads
-the window. --save-state writes the controller's JSON state after the last
+linear for ema. The window holds the scores of the last --window iterations
+(paper §3.3, the default) or the last --window scores (--window-unit scores,
+the official code's deque; the default for ema). --bootstrap FILE (same
+format, all lines concatenated) preloads the window. --save-state writes the controller's JSON state after the last
 step; --load-state resumes from one (its config is used; config flags are
 then refused).`,
 		Args: cobra.NoArgs,
@@ -254,7 +307,7 @@ then refused).`,
 			}
 			var ctl *conformal.ACI
 			if loadState != "" {
-				for _, name := range []string{"rho", "gamma", "eta", "window", "rule", "quantile", "alpha1", "decay", "bootstrap"} {
+				for _, name := range []string{"rho", "gamma", "eta", "window", "window-unit", "rule", "quantile", "alpha1", "decay", "bootstrap"} {
 					if f.Changed(name) {
 						return fmt.Errorf("--%s conflicts with --load-state (the state holds the config)", name)
 					}
@@ -271,9 +324,14 @@ then refused).`,
 				if cfg.Rule, err = conformal.ParseACIRule(ruleName); err != nil {
 					return fmt.Errorf("--rule: %w", err)
 				}
-				cfg.Quantile = conformal.RuleConformal
+				cfg.Quantile, cfg.WindowUnit = conformal.RuleConformal, conformal.WindowIterations
 				if cfg.Rule == conformal.RuleEMA {
-					cfg.Quantile = conformal.RuleLinear
+					cfg.Quantile, cfg.WindowUnit = conformal.RuleLinear, conformal.WindowScores
+				}
+				if f.Changed("window-unit") {
+					if cfg.WindowUnit, err = conformal.ParseACIWindow(windowUnit); err != nil {
+						return fmt.Errorf("--window-unit: %w", err)
+					}
 				}
 				if f.Changed("quantile") {
 					if cfg.Quantile, err = conformal.ParseQuantileRule(quant); err != nil {
@@ -326,7 +384,8 @@ then refused).`,
 	f.Float64Var(&cfg.Rho, "rho", conformal.DefaultRho, "target error rate ρ in (0, 1)")
 	f.Float64Var(&cfg.Gamma, "gamma", conformal.DefaultGamma, "step size γ > 0")
 	f.Float64Var(&cfg.Eta, "eta", conformal.DefaultEta, "weight η in [0, 1] of trajectories above q_t")
-	f.IntVar(&cfg.Window, "window", conformal.DefaultWindow, "rolling window of past scores")
+	f.IntVar(&cfg.Window, "window", conformal.DefaultWindow, "rolling window of past iterations (or scores, see --window-unit)")
+	f.StringVar(&windowUnit, "window-unit", "iterations", "what --window counts: iterations (paper) or scores (official code; default for ema)")
 	f.Float64Var(&cfg.Decay, "decay", conformal.DefaultDecay, "λ of the smoothed and ema rules")
 	f.Float64Var(&cfg.Alpha1, "alpha1", 0, "initial α₁ (default ρ)")
 	f.StringVar(&ruleName, "rule", "smoothed", "update rule: plain (Eq. 4), smoothed (Eq. 7), ema (official code)")

@@ -83,7 +83,7 @@ func TestConformalCalibrateAPS(t *testing.T) {
 			QHat     float64 `json:"qhat"`
 			N        int     `json:"n"`
 			Alpha    float64 `json:"alpha"`
-			Coverage float64 `json:"coverage"`
+			Coverage float64 `json:"calibration_coverage"`
 			NoGold   int     `json:"no_gold"`
 			Quantile string  `json:"quantile"`
 			MinDocs  int     `json:"min_docs"`
@@ -103,8 +103,11 @@ func TestConformalCalibrateAPS(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(outPath)
-	if err != nil || !strings.Contains(string(b), `"qhat":"+Inf"`) {
+	if err != nil || !strings.Contains(string(b), `"qhat_log": "+Inf"`) || !strings.Contains(string(b), "too small for α") {
 		t.Errorf("--out file %q, %v", b, err)
+	}
+	if c, err := conformal.LoadCalibration(outPath); err != nil || !math.IsInf(float64(c.QHatLog), 1) || c.Alpha != 0.1 || c.Candidates != 2 {
+		t.Errorf("--out file reads back as %+v, %v", c, err)
 	}
 	if ents, _ := os.ReadDir(filepath.Dir(outPath)); len(ents) != 1 {
 		t.Errorf("temp files left behind: %v", ents)
@@ -113,7 +116,7 @@ func TestConformalCalibrateAPS(t *testing.T) {
 	r1, _ := conformalRun(t, "", "conformal", "calibrate-aps", "--in", in, "--alpha", "0.4", "--randomized", "--seed", "1")
 	r2, _ := conformalRun(t, "", "conformal", "calibrate-aps", "--in", in, "--alpha", "0.4", "--randomized", "--seed", "1")
 	r3, _ := conformalRun(t, "", "conformal", "calibrate-aps", "--in", in, "--alpha", "0.4", "--randomized", "--seed", "2")
-	if r1 != r2 || r1 == r3 || !strings.Contains(r1, `"randomized":true`) {
+	if r1 != r2 || r1 == r3 || !strings.Contains(r1, `"randomized": true`) || !strings.Contains(r1, `"seed": 1`) {
 		t.Errorf("randomized runs: %q %q %q", r1, r2, r3)
 	}
 }
@@ -273,7 +276,10 @@ func TestConformalCLIErrors(t *testing.T) {
 		{[]string{"calibrate-aps", "--in", good, "--preset", "mine"}, "--preset"},
 		{[]string{"calibrate-aps", "--in", filepath.Join(dir, "missing.jsonl")}, "missing.jsonl"},
 		{[]string{"calibrate-aps", "--alpha", "0.1"}, `required flag(s) "in"`},
-		{[]string{"aps", "--in", good}, `required flag(s) "qhat"`},
+		{[]string{"aps", "--in", good}, "give exactly one of --calibration FILE and --qhat Q"},
+		{[]string{"aps", "--in", good, "--qhat", "0.9", "--calibration", good}, "give exactly one of --calibration FILE and --qhat Q"},
+		{[]string{"aps", "--in", good, "--calibration", file("c1", `{"n": 3}`)}, `c1: APS calibration has no "qhat_log" or "qhat"`},
+		{[]string{"aps", "--in", good, "--calibration", filepath.Join(dir, "nocal.json")}, "nocal.json"},
 		{[]string{"aps", "--in", good, "--qhat", "NaN"}, "--qhat is NaN"},
 		{[]string{"aps", "--in", good, "--qhat", "0.9", "--min-docs", "3", "--max-docs", "2"}, "min docs 3 exceeds max docs 2"},
 		{[]string{"aps", "--in", file("b8", `{"scores":[1,2]}`+"\n"+`{"scores":"x"}`), "--qhat", "0.9"}, "b8: line 2: malformed JSON"},

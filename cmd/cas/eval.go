@@ -10,6 +10,7 @@ import (
 
 	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/bench"
+	"github.com/cas-engine/cas/conformal"
 	"github.com/cas-engine/cas/model/backend"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/tokenizer"
@@ -67,11 +68,17 @@ prints the Markdown tables.`,
 				return errors.New("give --aps or --topk, not both")
 			}
 			if apsPath != "" {
-				a, qhat, err := agent.LoadAPS(apsPath)
+				cal, err := conformal.LoadCalibration(apsPath)
 				if err != nil {
 					return err
 				}
-				cfg.SetAPS(a, qhat)
+				switch {
+				case cal.Candidates > 0 && !cmd.Flags().Changed("candidates"):
+					cfg.Candidates = cal.Candidates // as calibrated
+				case cal.Candidates > 0 && cal.Candidates != cfg.Candidates:
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s was calibrated for %d candidates per search, --candidates is %d\n", apsPath, cal.Candidates, cfg.Candidates)
+				}
+				cfg.SetCalibration(cal)
 			}
 			if err := cfg.Validate(); err != nil {
 				return err

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/cas-engine/cas/agent"
+	"github.com/cas-engine/cas/conformal"
 	"github.com/cas-engine/cas/search"
 )
 
@@ -139,7 +140,7 @@ type Fixture struct {
 	Corpus    string // corpus.jsonl
 	Questions string // questions.jsonl
 	Index     string // BM25 index folder
-	QHat      string // APS calibration report (qhat.json)
+	QHat      string // APS calibration file (qhat.json, a conformal.Calibration)
 }
 
 // Write creates the fixture under dir (created if missing) for a model
@@ -174,8 +175,9 @@ func Write(dir string, vocab int) (Fixture, error) {
 	if err := os.WriteFile(fx.Questions, []byte(qs.String()), 0o644); err != nil {
 		return fx, err
 	}
-	report := `{"qhat": 0.9, "alpha": 0.2, "temperature": 1, "min_docs": 1, "max_docs": 3}` + "\n"
-	if err := os.WriteFile(fx.QHat, []byte(report), 0o644); err != nil {
+	cal := conformal.Calibration{APS: conformal.APS{Temperature: 1, MinDocs: 1, MaxDocs: 3}, Alpha: 0.2, TargetCoverage: 0.8,
+		QHat: 0.9, QHatLog: conformal.JSONFloat(conformal.LogScoreFromE(0.9)), CalibCandidates: 3, Candidates: 3}
+	if err := cal.Save(fx.QHat); err != nil {
 		return fx, err
 	}
 	if _, err := search.BuildBM25Folder(context.Background(), fx.Corpus, fx.Index, search.DefaultBM25BuildOptions()); err != nil {

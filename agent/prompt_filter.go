@@ -1,0 +1,54 @@
+package agent
+
+import (
+	"fmt"
+
+	"github.com/cas-engine/cas/model/tokenizer"
+)
+
+// AgentPromptTokens renders a question's agent prompt (PromptMessages with
+// the chat template of cfg.ChatFamily, or of the tokenizer's family) and
+// returns its token ids, as a rollout of mode ModeAgent encodes it.
+func AgentPromptTokens(tok Tokenizer, cfg RolloutConfig, question string) ([]int, error) {
+	family := cfg.ChatFamily
+	if family == "" {
+		family = tok.Family()
+	}
+	msgs, err := PromptMessages(question, cfg.Placement)
+	if err != nil {
+		return nil, err
+	}
+	return encodePrompt(tok, family, msgs)
+}
+
+// encodePrompt renders messages with the family's chat template and the
+// generation prompt (Qwen3 with thinking disabled) and encodes them: the
+// prompt of every rollout.
+func encodePrompt(tok Tokenizer, family string, msgs []tokenizer.Message) ([]int, error) {
+	no := false
+	text, err := tokenizer.RenderChat(msgs, tokenizer.ChatOptions{Family: family, AddGenerationPrompt: true, EnableThinking: &no})
+	if err != nil {
+		return nil, err
+	}
+	return tok.Encode(text), nil
+}
+
+// FilterLongPrompts returns the indices of the questions whose agent prompt
+// fits cfg.MaxPromptTokens, and the number dropped: the paper's training
+// data filter (verl's filter_overlong_prompts), applied before training so
+// that one over-long prompt never fails a whole rollout (the rollout itself
+// still refuses one).
+func FilterLongPrompts(tok Tokenizer, cfg RolloutConfig, questions []string) (kept []int, dropped int, err error) {
+	for i, q := range questions {
+		ids, err := AgentPromptTokens(tok, cfg, q)
+		if err != nil {
+			return nil, 0, fmt.Errorf("prompt %d: %w", i, err)
+		}
+		if len(ids) > cfg.MaxPromptTokens {
+			dropped++
+			continue
+		}
+		kept = append(kept, i)
+	}
+	return kept, dropped, nil
+}
