@@ -29,10 +29,10 @@ tiny Qwen3 on scripted search trajectories, bootstrap ACI and train with GRPO
 (CAS, −ACI, −APS), evaluate on questions about unseen entities next to a
 no-retrieval baseline, and write report.md, result.json and PNG plots.
 
-About 11 minutes (--quick: under 3) on two cores. Ctrl-C leaves a resumable
-run: the same command continues where it stopped. --conformal-only runs the
-earlier conformal walkthrough instead (APS and ACI on simulated scores,
-seconds).`,
+11–30 minutes on two cores, depending on the machine (--quick: 3–7). Ctrl-C
+leaves a resumable run: the same command continues where it stopped (exit
+130). --conformal-only runs the earlier conformal walkthrough instead (APS
+and ACI on simulated scores, seconds).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if conformalOnly {
