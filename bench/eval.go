@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -525,28 +524,17 @@ func EvalToDir(ctx context.Context, r *agent.Runner, datasets []Dataset, opts Ev
 		return nil, fmt.Errorf("eval: %w", err)
 	}
 	trajPath := filepath.Join(dir, TrajectoriesFile)
-	tmp, err := os.CreateTemp(dir, "."+TrajectoriesFile+".tmp*")
-	if err != nil {
-		return nil, fmt.Errorf("eval: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return nil, fmt.Errorf("eval: %w", err)
-	}
-	bw := bufio.NewWriterSize(tmp, 1<<20)
-	rep, err := Eval(ctx, r, datasets, opts, bw)
-	if err == nil {
-		err = bw.Flush()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
+	var rep *Report
+	var evalErr error
+	err := atomicfile.Write(trajPath, func(w io.Writer) error {
+		rep, evalErr = Eval(ctx, r, datasets, opts, w)
+		return evalErr
+	})
+	if evalErr != nil {
+		return nil, evalErr
 	}
 	if err != nil {
-		return nil, err
-	}
-	if err := os.Rename(tmp.Name(), trajPath); err != nil {
-		return nil, fmt.Errorf("eval: write %s: %w", trajPath, err)
+		return nil, fmt.Errorf("eval: %w", err)
 	}
 	if err := WriteReport(dir, rep); err != nil {
 		return nil, err

@@ -1,15 +1,13 @@
 package search
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"unsafe"
 
+	"github.com/cas-engine/cas/internal/atomicfile"
 	"github.com/cas-engine/cas/tensor"
 )
 
@@ -362,31 +360,8 @@ func WriteFAISS(ix Index, path string) error {
 	if !littleEndian {
 		return errors.New("write FAISS index: big-endian hosts are not supported")
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
+	if err := atomicfile.Write(path, func(w io.Writer) error { return writeFAISSIndex(w, ix) }); err != nil {
 		return fmt.Errorf("write FAISS index: %w", err)
-	}
-	name := tmp.Name()
-	w := bufio.NewWriterSize(tmp, 1<<20)
-	werr := tmp.Chmod(0o644)
-	if werr == nil {
-		werr = writeFAISSIndex(w, ix)
-	}
-	if werr == nil {
-		werr = w.Flush()
-	}
-	if werr == nil {
-		werr = tmp.Sync()
-	}
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(name, path)
-	}
-	if werr != nil {
-		os.Remove(name)
-		return fmt.Errorf("write FAISS index %s: %w", path, werr)
 	}
 	return nil
 }

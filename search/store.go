@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/cas-engine/cas/internal/atomicfile"
 	"github.com/cas-engine/cas/tensor"
 )
 
@@ -103,27 +104,8 @@ func WriteIndexFile(ix Index, path string) error {
 	if err != nil {
 		return fmt.Errorf("save index %s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
+	if err := atomicfile.Write(path, func(w io.Writer) error { return writeCAS(w, hj, secs, h.Sections) }); err != nil {
 		return fmt.Errorf("save index: %w", err)
-	}
-	name := tmp.Name()
-	werr := tmp.Chmod(0o644) // shareable, like every file cas writes
-	if werr == nil {
-		werr = writeCAS(tmp, hj, secs, h.Sections)
-	}
-	if werr == nil {
-		werr = tmp.Sync()
-	}
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(name, path)
-	}
-	if werr != nil {
-		os.Remove(name)
-		return fmt.Errorf("save index %s: %w", path, werr)
 	}
 	return nil
 }
