@@ -50,19 +50,9 @@ func TestLoadUnderAbuse(t *testing.T) {
 	r := paced{perQuery: 2 * time.Millisecond, size: 700}
 	cfg := DefaultServerConfig()
 	cfg.WriteTimeout = 500 * time.Millisecond
-	s, err := NewServer(r, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ctx, ln, 2*time.Second) }()
+	s, addr, cancel, served := serveLoopback(t, r, cfg, 2*time.Second)
 	defer func() { cancel(); <-served }()
-	url := "http://" + ln.Addr().String()
+	url := "http://" + addr
 
 	qa := readQA(t, sharedtest.Path(t, "data", "qa", "nq_test_1k.jsonl"), 1000)
 	queries := make([]string, len(qa))

@@ -84,18 +84,8 @@ func TestServerLimits(t *testing.T) {
 func TestServeConnectionCap(t *testing.T) {
 	cfg := DefaultServerConfig()
 	cfg.MaxConns = 2
-	s, err := NewServer(&fakeRetriever{}, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
+	_, addr, cancel, _ := serveLoopback(t, &fakeRetriever{}, cfg, time.Second)
 	defer cancel()
-	go s.Serve(ctx, ln, time.Second)
-	addr := ln.Addr().String()
 	var held []net.Conn
 	for range 2 {
 		c, err := net.Dial("tcp", addr)
@@ -134,19 +124,13 @@ func TestServerDropsNonReader(t *testing.T) {
 	cfg := DefaultServerConfig()
 	cfg.WriteTimeout = 200 * time.Millisecond
 	cfg.MaxInFlight = 1
-	s, err := NewServer(bigRetriever{size: 2000}, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
+	s, addr, cancel, _ := serveLoopback(t, bigRetriever{size: 2000}, cfg, time.Second)
 	defer cancel()
-	go s.Serve(ctx, ln, time.Second)
-	addr := ln.Addr().String()
-	c, err := net.DialTCP("tcp", nil, ln.Addr().(*net.TCPAddr))
+	tcpAddr, err := net.ResolveTCPAddr("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.DialTCP("tcp", nil, tcpAddr)
 	if err != nil {
 		t.Fatal(err)
 	}

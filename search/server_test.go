@@ -293,18 +293,8 @@ func TestServerTimeoutAndOverload(t *testing.T) {
 // request finish, then stops accepting.
 func TestServerGracefulShutdown(t *testing.T) {
 	f := &fakeRetriever{delay: 200 * time.Millisecond}
-	s, err := NewServer(f, DefaultServerConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln, 5*time.Second) }()
-	url := "http://" + ln.Addr().String()
+	s, addr, cancel, done := serveLoopback(t, f, DefaultServerConfig(), 5*time.Second)
+	url := "http://" + addr
 	got := make(chan int, 1)
 	go func() {
 		resp, err := http.Post(url+"/retrieve", "application/json", strings.NewReader(`{"queries": ["slow"]}`))
@@ -468,4 +458,23 @@ func TestServerRequiresJSONContentType(t *testing.T) {
 			t.Errorf("Content-Type %q: status %d, want %d", ct, resp.StatusCode, want)
 		}
 	}
+}
+
+// serveLoopback starts a Server over r on a free loopback port, draining
+// for at most drain on shutdown. It returns the server, its address, the
+// cancel that shuts it down and the channel that receives Serve's result.
+func serveLoopback(t *testing.T, r Retriever, cfg ServerConfig, drain time.Duration) (*Server, string, context.CancelFunc, <-chan error) {
+	t.Helper()
+	s, err := NewServer(r, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln, drain) }()
+	return s, ln.Addr().String(), cancel, done
 }
