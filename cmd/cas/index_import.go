@@ -27,7 +27,7 @@ type indexImportFlags struct {
 func newIndexImportCmd() *cobra.Command {
 	var f indexImportFlags
 	cmd := &cobra.Command{
-		Use:   "import --faiss FILE --corpus JSONL --encoder DIR [--tokenizer FILE] --out DIR",
+		Use:   "import --faiss FILE --corpus JSONL --encoder DIR [--encoder-tokenizer FILE] --out DIR",
 		Short: "Make an index folder over Search-R1's FAISS index file and corpus, in place",
 		Long: `Import Search-R1's published retrieval assets without re-embedding: a FAISS
 inner-product index file (e5_Flat.index, an IndexFlatIP of the E5 passage
@@ -66,10 +66,7 @@ vector); the FAISS file is then no longer needed by the folder.`,
 	fl.IntVar(&f.iterations, "iter", 10, "IVF: k-means iterations")
 	fl.Uint64Var(&f.seed, "seed", 1234, "IVF: k-means seed")
 	fl.IntVar(&f.threads, "threads", 0, "goroutines (default: all cores)")
-	f.dense.register(cmd)
-	if fl.Lookup("tokenizer") == nil { // keep --tokenizer if the shared flags name it otherwise
-		fl.StringVar(&f.dense.tokenizer, "tokenizer", "", "tokenizer.json of the encoder (default: <encoder>/tokenizer.json)")
-	}
+	f.dense.register(cmd) // --encoder, --encoder-tokenizer (old name --tokenizer), --encoder-max-len
 	return cmd
 }
 
