@@ -45,7 +45,7 @@ fuzz:
 	done
 
 # GPU check: needs a CUDA GPU and an installed PJRT CUDA plugin (see
-# model/backend; GOMLX_NO_AUTO_INSTALL=1 forbids downloads). Runs the golden
+# backend; GOMLX_NO_AUTO_INSTALL=1 forbids downloads). Runs the golden
 # Qwen logits, KV-cache and gradient tests on XLA/CUDA, then measures prefill
 # and decode tokens/s of a Qwen2.5-0.5B-shaped random model; batch-1 decode is
 # reported against the HBM bound (weight bytes / bandwidth; the bandwidth comes

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/internal/sharedtest"
-	"github.com/cas-engine/cas/model/backend"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/tokenizer"
 	"github.com/cas-engine/cas/search"

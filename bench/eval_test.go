@@ -15,9 +15,9 @@ import (
 	"testing"
 
 	"github.com/cas-engine/cas/agent"
+	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/conformal"
 	"github.com/cas-engine/cas/internal/sharedtest"
-	"github.com/cas-engine/cas/model/backend"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/tokenizer"
 	"github.com/cas-engine/cas/search"

@@ -13,8 +13,8 @@ import (
 
 	"github.com/gomlx/gomlx/backends"
 
-	"github.com/cas-engine/cas/model/backend"
-	_ "github.com/cas-engine/cas/model/cpubackend" // registers "gocpu", the fast CPU backend
+	"github.com/cas-engine/cas/backend"
+	_ "github.com/cas-engine/cas/backend/gocpu" // registers "gocpu", the fast CPU backend
 )
 
 // DefaultMemoryLimitMiB is the soft Go heap limit (runtime/debug.SetMemoryLimit)

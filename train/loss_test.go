@@ -14,8 +14,8 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 
+	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/internal/sharedtest"
-	"github.com/cas-engine/cas/model/backend"
 )
 
 // lossCase is one case of ../shared/golden/grpo/loss_cases.json (PyTorch,

@@ -6,7 +6,7 @@
 // (../shared/bench/torch_qwen_peer.py).
 //
 // It sits at the end of the data flow (bench): it uses tensor, model/qwen
-// and model/cpubackend and nothing uses it.
+// and backend/gocpu and nothing uses it.
 package cpubench
 
 import (
@@ -33,7 +33,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/train/optimizers"
 	"github.com/schollz/progressbar/v3"
 
-	"github.com/cas-engine/cas/model/cpubackend"
+	"github.com/cas-engine/cas/backend/gocpu"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/tensor"
 )
@@ -256,7 +256,7 @@ func Run(opt Options) (*Report, error) {
 		r.GEMM = append(r.GEMM, g)
 		step(g.Name)
 	}
-	for _, name := range []string{"go", cpubackend.BackendName} {
+	for _, name := range []string{"go", gocpu.BackendName} {
 		if dg > 0 {
 			g, err := measureDotGeneral(rng, name, dg, opt.MinTime)
 			if err != nil {
@@ -326,7 +326,7 @@ func measureDotGeneral(rng *rand.Rand, name string, n int, minTime time.Duration
 	if name == "go" {
 		be, err = simplego.New("")
 	} else {
-		be, err = cpubackend.New("")
+		be, err = gocpu.New("")
 	}
 	if err != nil {
 		return GEMMRow{}, err
@@ -357,7 +357,7 @@ func measureDotGeneral(rng *rand.Rand, name string, n int, minTime time.Duration
 
 func measureModel(ms ModelSpec, opt *Options, step func(string)) (*ModelRow, error) {
 	row := &ModelRow{Name: ms.Name, Params: ms.Config.NumParameters(), Batch: opt.Batch, SeqLen: opt.SeqLen}
-	fast, err := cpubackend.New("")
+	fast, err := gocpu.New("")
 	if err != nil {
 		return nil, err
 	}
@@ -369,7 +369,7 @@ func measureModel(ms ModelSpec, opt *Options, step func(string)) (*ModelRow, err
 	defer plain.Finalize()
 
 	if err := modelFigures(ms.Config, fast, opt, true, true, &row.Fast); err != nil {
-		return nil, fmt.Errorf("%s backend: %w", cpubackend.BackendName, err)
+		return nil, fmt.Errorf("%s backend: %w", gocpu.BackendName, err)
 	}
 	step(ms.Name + " gocpu")
 	// No training step on the pure-Go backend: GoMLX v0.26 builds the

@@ -12,7 +12,7 @@ import (
 
 	"github.com/gomlx/gomlx/backends/simplego"
 
-	"github.com/cas-engine/cas/model/cpubackend"
+	"github.com/cas-engine/cas/backend/gocpu"
 	"github.com/cas-engine/cas/model/qwen"
 )
 
@@ -91,7 +91,7 @@ echo '{"peer": "fake", "threads": 3, "forward_s": 0.5, "forward_tokens_per_s": 1
 // TestTrainerLearns: repeated AdamW steps on one batch lower the loss, on
 // gocpu, and the first loss is near ln(vocab) for a random model.
 func TestTrainerLearns(t *testing.T) {
-	be, err := cpubackend.New("")
+	be, err := gocpu.New("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestModelFiguresBothBackends(t *testing.T) {
 			}
 			be, err = b, modelFigures(tinyConfig, b, &opt, true, true, &f)
 		} else {
-			b, e := cpubackend.New("")
+			b, e := gocpu.New("")
 			if e != nil {
 				t.Fatal(e)
 			}
@@ -229,7 +229,7 @@ func BenchmarkQwen(b *testing.B) {
 		specs = DefaultModels()
 	}
 	for _, ms := range specs {
-		fast, err := cpubackend.New("")
+		fast, err := gocpu.New("")
 		if err != nil {
 			b.Fatal(err)
 		}

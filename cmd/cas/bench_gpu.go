@@ -11,9 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/bench/gpubench"
 	"github.com/cas-engine/cas/internal/atomicfile"
-	"github.com/cas-engine/cas/model/backend"
 	"github.com/cas-engine/cas/model/qwen"
 )
 

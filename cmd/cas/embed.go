@@ -8,8 +8,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/internal/atomicfile"
-	"github.com/cas-engine/cas/model/backend"
 	"github.com/cas-engine/cas/model/bert"
 	"github.com/cas-engine/cas/model/tokenizer"
 	"github.com/schollz/progressbar/v3"

@@ -9,9 +9,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cas-engine/cas/agent"
+	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/bench"
 	"github.com/cas-engine/cas/conformal"
-	"github.com/cas-engine/cas/model/backend"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/tokenizer"
 	"github.com/cas-engine/cas/search"

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/cas-engine/cas/model/backend"
+	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/model/bert"
 	"github.com/cas-engine/cas/model/tokenizer"
 	"github.com/cas-engine/cas/search"

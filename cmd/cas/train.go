@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cas-engine/cas/agent"
+	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/internal/atomicfile"
-	"github.com/cas-engine/cas/model/backend"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/safetensors"
 	"github.com/cas-engine/cas/model/tokenizer"

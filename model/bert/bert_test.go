@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/internal/sharedtest"
-	"github.com/cas-engine/cas/model/backend"
 	"github.com/cas-engine/cas/model/safetensors"
 	"github.com/gomlx/gomlx/backends"
 )

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cas-engine/cas/model/backend"
+	"github.com/cas-engine/cas/backend"
 )
 
 // benchConfigs are Qwen-shaped random models for benchmarks.

@@ -9,7 +9,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 
-	"github.com/cas-engine/cas/model/backend"
+	"github.com/cas-engine/cas/backend"
 )
 
 // TestWriteSlots checks every form of writeSlots against an index loop —

@@ -8,8 +8,8 @@ import (
 
 	"github.com/gomlx/gomlx/backends"
 
+	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/internal/sharedtest"
-	"github.com/cas-engine/cas/model/backend"
 	"github.com/cas-engine/cas/model/safetensors"
 )
 

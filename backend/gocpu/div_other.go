@@ -1,6 +1,6 @@
 //go:build !amd64
 
-package cpubackend
+package gocpu
 
 // divVV writes dst[i] = a[i] / b[i] (dst may be exactly a or b).
 func divVV(dst, a, b []float32) {

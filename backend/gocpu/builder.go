@@ -1,4 +1,4 @@
-package cpubackend
+package gocpu
 
 import (
 	"fmt"

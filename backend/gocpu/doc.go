@@ -1,4 +1,4 @@
-// Package cpubackend is a GoMLX backend for CPUs, registered as "gocpu": the
+// Package gocpu is a GoMLX backend for CPUs, registered as "gocpu": the
 // pure-Go backend (GoMLX's simplego, "go") with its hot ops replaced by
 // planned, multi-core float32 kernels, and with the ops the pure-Go backend
 // lacks (DynamicSlice, DynamicUpdateSlice, Pad).
@@ -42,8 +42,8 @@
 // "nofast" runs every op on simplego (for comparisons); any other option is
 // passed to simplego (e.g. "ops_sequential").
 //
-// The package sits in model/, below the model code that uses it through
-// model/backend; it imports only tensor and GoMLX.
-package cpubackend
+// The package sits beside tensor, below the model code that uses it through
+// package backend (which registers it); it imports only tensor and GoMLX.
+package gocpu
 
 //go:generate go run ./internal/genops ops_gen.go

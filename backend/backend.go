@@ -1,6 +1,6 @@
 // Package backend chooses the GoMLX backend that runs the models.
 //
-// The default is "gocpu" (package model/cpubackend): GoMLX's pure-Go
+// The default is "gocpu" (package backend/gocpu): GoMLX's pure-Go
 // backend (simplego) with its matrix products on the blocked multi-core
 // kernels of package tensor; like simplego it needs neither cgo nor a PJRT
 // plugin. The environment variable GOMLX_BACKEND overrides it with
@@ -31,7 +31,7 @@ import (
 	"github.com/gomlx/gomlx/backends"
 	_ "github.com/gomlx/gomlx/backends/simplego" // registers "go"
 
-	_ "github.com/cas-engine/cas/model/cpubackend" // registers "gocpu"
+	_ "github.com/cas-engine/cas/backend/gocpu" // registers "gocpu"
 )
 
 // Default is the backend configuration used when GOMLX_BACKEND is unset.

@@ -1,6 +1,6 @@
 //go:build !amd64
 
-package cpubackend
+package gocpu
 
 // expF32 writes dst[i] = e^x[i] (dst may be x).
 func expF32(dst, x []float32) {

@@ -1,4 +1,4 @@
-package cpubackend
+package gocpu
 
 //go:noescape
 func divVVAVX512(dst, a, b *float32, n int)
