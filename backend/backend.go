@@ -18,6 +18,11 @@
 // name an installed plugin (by absolute path, or by name when it lies in
 // PJRT_PLUGIN_LIBRARY_PATH).
 //
+// Training needs gocpu (or XLA): GoMLX v0.26 writes the gradient of
+// DotGeneral as a broadcast product that the plain "go" backend
+// materialises in full; gocpu rewrites it into matrix products
+// (docs/upstream/gomlx-dotgeneral-grad.md).
+//
 // This package never imports backends/default, which would make XLA the
 // default and fail on machines without a plugin.
 package backend

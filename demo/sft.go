@@ -74,7 +74,6 @@ func newSFT(m *qwen.Model, cfg train.OptimConfig, batch int, seed uint64) (*sft,
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	train.EnableFastDotGradient()
 	src := rand.NewPCG(seed, 0x5f7)
 	s := &sft{m: m, cfg: cfg, execs: map[float64]*context.Exec{}, batch: batch, src: src, rng: rand.New(src)}
 	want := "lm_head.weight"

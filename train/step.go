@@ -131,7 +131,6 @@ func NewLearner(policy, ref *qwen.Model, aci *conformal.ACI, cfg LearnerConfig) 
 	if ref != nil && ref.Config.VocabSize != policy.Config.VocabSize {
 		return nil, fmt.Errorf("learner: reference vocabulary %d ≠ policy vocabulary %d", ref.Config.VocabSize, policy.Config.VocabSize)
 	}
-	EnableFastDotGradient()
 	acc, err := newGradAccumulator(policy, cfg.Optim)
 	if err != nil {
 		return nil, fmt.Errorf("learner: %w", err)

@@ -92,7 +92,6 @@ func WarmStart(policy *qwen.Model, examples []Trajectory, cfg WarmStartConfig) (
 			return nil, fmt.Errorf("warm start: example %d has no token in its loss mask", i)
 		}
 	}
-	EnableFastDotGradient()
 	acc, err := newGradAccumulator(policy, cfg.Optim)
 	if err != nil {
 		return nil, fmt.Errorf("warm start: %w", err)

@@ -26,6 +26,9 @@ type Executable struct {
 	// among the outputs.
 	uses      []int
 	finalized bool
+	// largest is the element count of the largest value the plan
+	// computes (tests check that no outer product is built).
+	largest int
 }
 
 var _ backends.Executable = (*Executable)(nil)
@@ -95,6 +98,7 @@ func (b *Builder) plan(outs []*value) (*Executable, error) {
 		for _, v := range n.outs {
 			v.id = e.numSlots
 			e.numSlots++
+			e.largest = max(e.largest, v.shape.Size())
 		}
 	}
 	remat := func(n *node) bool { return n.kind == kindDelegate && len(n.inputs) == 0 }

@@ -18,7 +18,10 @@ import (
 // materializing a [batch, cross, cross, contracting] product first — for
 // the input gradient of a [8·256, 4096]×[4096, 256] projection, 8.5 GB.
 // The rewrite computes the same sums with the GEMM kernels and never builds
-// the product (the Mul, left unused, is dropped at Compile).
+// the product (the Mul, left unused, is dropped at Compile). It is the
+// project's only fix of that gradient: training and cas bench cpu both
+// create this backend through package backend, and nothing replaces
+// GoMLX's VJP (docs/upstream/gomlx-dotgeneral-grad.md).
 func (b *Builder) ReduceSum(x backends.Op, axes ...int) (backends.Op, error) {
 	axes = slices.Clone(axes)
 	if op, ok, err := b.fuseReduceSumMul(x, axes); ok || err != nil {

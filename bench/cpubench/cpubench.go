@@ -26,13 +26,13 @@ import (
 	"time"
 
 	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/backends/simplego"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/train/optimizers"
 	"github.com/schollz/progressbar/v3"
 
+	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/backend/gocpu"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/tensor"
@@ -321,13 +321,7 @@ func measureGEMM(rng *rand.Rand, name string, m, n, k, threads int, minTime time
 // measureDotGeneral times GoMLX's x·Wᵀ (DotGeneral contracting the last
 // axes) of size n³ on the named backend.
 func measureDotGeneral(rng *rand.Rand, name string, n int, minTime time.Duration) (GEMMRow, error) {
-	var be backends.Backend
-	var err error
-	if name == "go" {
-		be, err = simplego.New("")
-	} else {
-		be, err = gocpu.New("")
-	}
+	be, err := backend.NewWithConfig(name)
 	if err != nil {
 		return GEMMRow{}, err
 	}
@@ -357,11 +351,14 @@ func measureDotGeneral(rng *rand.Rand, name string, n int, minTime time.Duration
 
 func measureModel(ms ModelSpec, opt *Options, step func(string)) (*ModelRow, error) {
 	row := &ModelRow{Name: ms.Name, Params: ms.Config.NumParameters(), Batch: opt.Batch, SeqLen: opt.SeqLen}
-	fast, err := gocpu.New("")
+	// Created as training creates them (backend.New), so the training step
+	// measured here runs the same graph rewrites as cas train and the demo
+	// (among them the one fix of GoMLX's DotGeneral gradient, in gocpu).
+	fast, err := backend.NewWithConfig(gocpu.BackendName)
 	if err != nil {
 		return nil, err
 	}
-	plain, err := simplego.New("")
+	plain, err := backend.NewWithConfig("go")
 	if err != nil {
 		return nil, err
 	}
@@ -374,7 +371,8 @@ func measureModel(ms ModelSpec, opt *Options, step func(string)) (*ModelRow, err
 	step(ms.Name + " gocpu")
 	// No training step on the pure-Go backend: GoMLX v0.26 builds the
 	// gradient of DotGeneral as a broadcast product, [8·255, 4096, 256]
-	// floats (8.5 GB) for the 4M model's output layer alone.
+	// floats (8.5 GB) for the 4M model's output layer alone (gocpu rewrites
+	// it into products; docs/upstream/gomlx-dotgeneral-grad.md).
 	if err := modelFigures(ms.Config, plain, opt, opt.Plain, false, &row.Plain); err != nil {
 		return nil, fmt.Errorf("go backend: %w", err)
 	}
