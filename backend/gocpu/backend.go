@@ -26,6 +26,8 @@ type Backend struct {
 	workers int
 	// plain routes every op to simplego (for comparisons and tests).
 	plain bool
+	// prof, when set, times every op (see Profile).
+	prof *profiler
 }
 
 var _ backends.Backend = (*Backend)(nil)
@@ -48,6 +50,8 @@ func New(config string) (backends.Backend, error) {
 			b.workers = n
 		case "nofast":
 			b.plain = true
+		case "profile":
+			b.prof = &profiler{ops: map[[2]string]*OpTime{}}
 		default:
 			rest = append(rest, part)
 		}

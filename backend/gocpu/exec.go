@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"time"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
@@ -160,6 +161,19 @@ func (b *Builder) plan(outs []*value) (*Executable, error) {
 		stage[i] = max(stage[i], lim)
 	}
 
+	// Profiling: one stage per op, in graph order (a topological order),
+	// so that every delegated op is a segment of its own.
+	if b.backend.prof != nil {
+		last = 0
+		for _, n := range b.nodes {
+			if live[n.seq] && n.kind != kindParam {
+				stage[n.seq] = last
+				last++
+			}
+		}
+		last = max(last-1, 0)
+	}
+
 	// Steps: per stage, the segment then the custom ops (in graph order).
 	byStage := make([][]*node, last+1)
 	for _, n := range b.nodes {
@@ -232,6 +246,9 @@ func (b *Builder) buildSegment(s int, nodes []*node, stage []int, consumers [][]
 	sb := b.backend.Backend.Builder(fmt.Sprintf("%s#%d", b.name, s))
 	ops := map[*value]backends.Op{}
 	st := &step{name: fmt.Sprintf("segment %d", s)}
+	if b.backend.prof != nil && len(members) == 1 {
+		st.name = members[0].opType.String()
+	}
 	var replayNode func(n *node) error
 	resolve := func(v *value) (backends.Op, error) {
 		if op, ok := ops[v]; ok {
@@ -405,12 +422,23 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, _ backends
 		var outs []backends.Buffer
 		consumed := -1
 		var err error
+		var t0 time.Time
+		if be.prof != nil {
+			t0 = time.Now()
+		}
 		if st.seg != nil {
 			outs, err = st.seg.Execute(in, give, 0)
 		} else {
 			var out backends.Buffer
 			out, consumed, err = st.custom(be, in, give)
 			outs = []backends.Buffer{out}
+		}
+		if be.prof != nil {
+			where := "gocpu"
+			if st.seg != nil {
+				where = "simplego"
+			}
+			be.prof.add(st.name, where, time.Since(t0))
 		}
 		if err != nil {
 			release()

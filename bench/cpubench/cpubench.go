@@ -116,6 +116,10 @@ type Options struct {
 	// PeerScript is torch_qwen_peer.py (empty: no peer); Python runs it
 	// (default /usr/bin/python3).
 	PeerScript, Python string
+	// Profile also runs one training step and one decode of each model on
+	// a profiling gocpu backend ("gocpu:profile") and reports the time per
+	// op kind (ModelRow.TrainProfile, DecodeProfile).
+	Profile bool
 	// Log receives the progress bar and notes (nil: silent).
 	Log io.Writer
 }
@@ -169,7 +173,13 @@ type Report struct {
 	// (the hardware limit) and vek32.Dot on L1-resident vectors.
 	PeakFMA, PeakFMA1, PeakVek, PeakVek1 float64
 	GEMM                                 []GEMMRow
-	Models                               []ModelRow
+	// GEMMRate is the measured GFLOP/s of the square x·Wᵀ product nearest
+	// 1024³ on all threads: the rate of the models' roofline.
+	GEMMRate float64
+	// StreamBps is the measured read bandwidth (bytes/s) of all threads
+	// over an array larger than the caches: decoding's streaming bound.
+	StreamBps float64
+	Models    []ModelRow
 }
 
 // GEMMRow is one matrix product measurement.
@@ -188,6 +198,15 @@ type ModelRow struct {
 	Fast, Plain   ModelFigures
 	Peer          *PeerFigures
 	PeerErr       string
+	// ForwardFLOPs and TrainFLOPs are the matrix work of a forward pass
+	// and a training step (MatrixFLOPs, TrainFLOPs); DecodeBytes the bytes
+	// a batch-1 decode step streams in float32 (StreamedBytes).
+	ForwardFLOPs, TrainFLOPs float64
+	DecodeBytes              int64
+	// TrainProfile and DecodeProfile are the time per op kind of one
+	// training step and of one decode run (Options.Profile).
+	TrainProfile, DecodeProfile []gocpu.OpTime `json:",omitempty"`
+	DecodeProfileTokens         int            `json:",omitempty"`
 }
 
 // ModelFigures are one backend's measurements (zero: not measured).
@@ -199,7 +218,10 @@ type ModelFigures struct {
 
 // PeerFigures is the JSON line of torch_qwen_peer.py.
 type PeerFigures struct {
-	Peer        string  `json:"peer"`
+	Peer string `json:"peer"`
+	// BLAS names the BLAS the peer loaded (peer_env.blas()); "reference:"
+	// marks the netlib reference BLAS, against which no ratio is printed.
+	BLAS        string  `json:"blas"`
 	Threads     int     `json:"threads"`
 	Params      int64   `json:"params"`
 	Batch       int     `json:"batch"`
@@ -251,6 +273,12 @@ func Run(opt Options) (*Report, error) {
 	if dg > 0 && opt.Threads > 1 {
 		r.GEMM = append(r.GEMM, measureGEMM(rng, fmt.Sprintf("%d³ x·Wᵀ, 1 thread", dg), dg, dg, dg, 1, opt.MinTime))
 	}
+	for _, g := range r.GEMM {
+		if g.Name == fmt.Sprintf("%d³ x·Wᵀ", dg) && g.Threads == opt.Threads {
+			r.GEMMRate = g.GFLOPS
+		}
+	}
+	r.StreamBps = measureStream(opt.Threads, opt.MinTime)
 	for _, s := range decodeShapes {
 		g := measureGEMM(rng, fmt.Sprintf("decode M=%d, %d×%d", s[0], s[1], s[2]), s[0], s[1], s[2], opt.Threads, opt.MinTime)
 		r.GEMM = append(r.GEMM, g)
@@ -350,7 +378,9 @@ func measureDotGeneral(rng *rand.Rand, name string, n int, minTime time.Duration
 }
 
 func measureModel(ms ModelSpec, opt *Options, step func(string)) (*ModelRow, error) {
-	row := &ModelRow{Name: ms.Name, Params: ms.Config.NumParameters(), Batch: opt.Batch, SeqLen: opt.SeqLen}
+	row := &ModelRow{Name: ms.Name, Params: ms.Config.NumParameters(), Batch: opt.Batch, SeqLen: opt.SeqLen,
+		ForwardFLOPs: MatrixFLOPs(ms.Config, opt.Batch, opt.SeqLen), TrainFLOPs: TrainFLOPs(ms.Config, opt.Batch, opt.SeqLen),
+		DecodeBytes: StreamedBytes(ms.Config, 4)}
 	// Created as training creates them (backend.New), so the training step
 	// measured here runs the same graph rewrites as cas train and the demo
 	// (among them the one fix of GoMLX's DotGeneral gradient, in gocpu).
@@ -369,6 +399,11 @@ func measureModel(ms ModelSpec, opt *Options, step func(string)) (*ModelRow, err
 		return nil, fmt.Errorf("%s backend: %w", gocpu.BackendName, err)
 	}
 	step(ms.Name + " gocpu")
+	if opt.Profile {
+		if err := profileModel(ms.Config, opt, row); err != nil {
+			return nil, fmt.Errorf("profile: %w", err)
+		}
+	}
 	// No training step on the pure-Go backend: GoMLX v0.26 builds the
 	// gradient of DotGeneral as a broadcast product, [8·255, 4096, 256]
 	// floats (8.5 GB) for the 4M model's output layer alone (gocpu rewrites
@@ -447,6 +482,12 @@ func modelFigures(cfg *qwen.Config, be backends.Backend, opt *Options, forward, 
 // prompt of promptLen tokens, then n new tokens per row (timed after a
 // first Generate call that compiles the decode graph).
 func DecodeSpeed(m *qwen.Model, batch, promptLen, n int) (float64, error) {
+	return decodeSpeed(m, batch, promptLen, n, nil)
+}
+
+// decodeSpeed is DecodeSpeed calling beforeTimed (when not nil) just
+// before the timed generation.
+func decodeSpeed(m *qwen.Model, batch, promptLen, n int, beforeTimed func()) (float64, error) {
 	prompts := make([][]int, batch)
 	for b := range prompts {
 		prompts[b] = make([]int, promptLen)
@@ -467,6 +508,9 @@ func DecodeSpeed(m *qwen.Model, batch, promptLen, n int) (float64, error) {
 		return 0, err
 	}
 	opts.MaxNewTokens = n
+	if beforeTimed != nil {
+		beforeTimed()
+	}
 	t0 := time.Now()
 	if _, err := s.Generate(opts, nil); err != nil {
 		return 0, err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gomlx/gomlx/backends/simplego"
 
+	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/backend/gocpu"
 	"github.com/cas-engine/cas/model/qwen"
 )
@@ -181,17 +182,66 @@ func TestRunAndReport(t *testing.T) {
 			t.Fatalf("row %+v", g)
 		}
 	}
-	r.Models = []ModelRow{{Name: "m", Params: 4_000_000, Batch: 8, SeqLen: 256,
-		Fast:  ModelFigures{ForwardS: 0.5, ForwardTokS: 4096, TrainStepS: 1.5, DecodeTokS: 300},
-		Plain: ModelFigures{DecodeTokS: 100},
-		Peer:  &PeerFigures{ForwardS: 2, ForwardTokS: 1024, TrainStepS: 6}}}
+	if !(r.StreamBps > 0) {
+		t.Fatalf("stream bandwidth %v", r.StreamBps)
+	}
+	r.GEMMRate, r.StreamBps = 100, 3e9
+	fig := ModelFigures{ForwardS: 0.5, ForwardTokS: 4096, TrainStepS: 1.5, DecodeTokS: 300}
+	row := ModelRow{Name: "m", Params: 4_000_000, Batch: 8, SeqLen: 256, Fast: fig, Plain: ModelFigures{DecodeTokS: 100},
+		ForwardFLOPs: 25e9, TrainFLOPs: 75e9, DecodeBytes: 16e6,
+		Peer:         &PeerFigures{ForwardS: 2, ForwardTokS: 1024, TrainStepS: 6, BLAS: "openblas-pthread/libblas.so.3"},
+		TrainProfile: []gocpu.OpTime{{Op: "DotGeneral", Where: "gocpu", Calls: 10, Time: 3 * time.Second}, {Op: "Equal", Where: "simplego", Calls: 1, Time: time.Second}}}
+	ref := row
+	ref.Name, ref.TrainProfile = "r", nil
+	ref.Peer = &PeerFigures{ForwardS: 2, ForwardTokS: 1024, TrainStepS: 6, BLAS: "reference:blas/libblas.so.3"}
+	r.Models = []ModelRow{row, ref}
 	var out bytes.Buffer
 	r.WriteMarkdown(&out)
 	text := out.String()
-	for _, want := range []string{"FMA peak", "vek", "64³ x·Wᵀ", "GoMLX DotGeneral", "| m | 4.0M | 4096 | 1024 | 4.00× | 1.500 s | 6.000 s | 4.00× | 300.0 | 100.0 | 3.00× |"} {
+	for _, want := range []string{"FMA peak", "vek", "64³ x·Wᵀ", "GoMLX DotGeneral",
+		"| m | 4.0M | 4096 | 1024 | 4.00× | 1.500 s | 6.000 s | 4.00× | openblas-pthread/libblas.so.3 |",
+		"| r | 4.0M | 4096 | 1024 | no ratio: reference BLAS | 1.500 s | 6.000 s | no ratio: reference BLAS |",
+		"PyTorch peer for r is not a fair peer",
+		// 25 GFLOP at 100 GFLOP/s: 0.25 s, measured 0.5 s; 75 GFLOP: 0.75 s, measured 1.5 s.
+		"| m | 25.0 | 0.250 s | 0.500 s | 2.00× | 75.0 | 0.750 s | 1.500 s | 2.00× |",
+		// 3 GB/s over 16 MB a token: 188 tok/s; 300 measured.
+		"| m | 16.0 | 188 | 300.0 | 160% | 100.0 | 3.00× |",
+		"| DotGeneral | gocpu | 10 | 3000.00 ms | 75% |", "| Equal | simplego | 1 | 1000.00 ms | 25% |",
+	} {
 		if !strings.Contains(text, want) {
 			t.Fatalf("report lacks %q:\n%s", want, text)
 		}
+	}
+	if strings.Contains(text, "| r | 4.0M | 4096 | 1024 | 4.00×") {
+		t.Fatalf("a ratio against the reference BLAS:\n%s", text)
+	}
+}
+
+// TestMatrixFLOPs: the roofline's numerator by hand for a tiny shape, and
+// the decode bytes with tied and untied embeddings.
+func TestMatrixFLOPs(t *testing.T) {
+	cfg := *tinyConfig
+	// per layer q,o: d·h·hd each; k,v: d·kv·hd each; MLP 3·d·I.
+	hd := cfg.HeadDim
+	layer := 2*cfg.HiddenSize*cfg.NumAttentionHeads*hd + 2*cfg.HiddenSize*cfg.NumKeyValueHeads*hd + 3*cfg.HiddenSize*cfg.IntermediateSize
+	weights := cfg.NumHiddenLayers*layer + cfg.VocabSize*cfg.HiddenSize
+	b, T := 2, 5
+	want := float64(2*b*T*weights + 4*b*cfg.NumAttentionHeads*T*T*hd*cfg.NumHiddenLayers)
+	if got := MatrixFLOPs(&cfg, b, T); got != want {
+		t.Fatalf("MatrixFLOPs %v, want %v", got, want)
+	}
+	if got := TrainFLOPs(&cfg, b, T+1); got != 3*want {
+		t.Fatalf("TrainFLOPs %v, want %v", got, 3*want)
+	}
+	tied := cfg
+	tied.TieWordEmbeddings = true
+	untied := cfg
+	untied.TieWordEmbeddings = false
+	if d := StreamedBytes(&tied, 4) - 4*tied.NumParameters(); d != 0 {
+		t.Fatalf("tied: %d bytes off", d)
+	}
+	if got, want := StreamedBytes(&untied, 4), 4*(untied.NumParameters()-int64(untied.VocabSize*untied.HiddenSize)); got != want {
+		t.Fatalf("untied: %d bytes, want %d", got, want)
 	}
 }
 
@@ -229,7 +279,7 @@ func BenchmarkQwen(b *testing.B) {
 		specs = DefaultModels()
 	}
 	for _, ms := range specs {
-		fast, err := gocpu.New("")
+		fast, err := backend.NewWithConfig(gocpu.BackendName) // as training creates it
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -320,5 +370,28 @@ func TestLimits(t *testing.T) {
 		if fma, vek := c.r.Limits(); fma != c.fma || vek != c.vek {
 			t.Fatalf("%+v: limits %v %v, want %v %v", c.r, fma, vek, c.fma, c.vek)
 		}
+	}
+}
+
+// TestProfileModel: the per-op profile of a tiny model's training step and
+// decode names the products and counts one decode run's ops.
+func TestProfileModel(t *testing.T) {
+	opt := Options{Batch: 2, SeqLen: 16, DecodeTokens: 4}
+	opt.defaults()
+	var row ModelRow
+	if err := profileModel(tinyConfig, &opt, &row); err != nil {
+		t.Fatal(err)
+	}
+	for name, prof := range map[string][]gocpu.OpTime{"train": row.TrainProfile, "decode": row.DecodeProfile} {
+		found := false
+		for _, p := range prof {
+			found = found || (p.Op == "DotGeneral" && p.Where == "gocpu" && p.Calls > 0 && p.Time > 0)
+		}
+		if !found {
+			t.Fatalf("%s profile lacks DotGeneral: %+v", name, prof)
+		}
+	}
+	if row.DecodeProfileTokens != 4 {
+		t.Fatalf("decode tokens %d", row.DecodeProfileTokens)
 	}
 }

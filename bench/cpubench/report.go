@@ -5,6 +5,10 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cas-engine/cas/backend/gocpu"
 )
 
 // WriteMarkdown prints the report as the README's performance tables, with
@@ -32,20 +36,50 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 		return
 	}
 	m0 := r.Models[0]
-	fmt.Fprintf(w, "\nQwen-shaped models, forward and training step on %d×%d tokens, %d threads (PyTorch: torch_qwen_peer.py, same threads):\n\n",
+	fmt.Fprintf(w, "\nQwen-shaped models, forward and training step on %d×%d tokens, %d threads (PyTorch: torch_qwen_peer.py through peer_env.py, same threads):\n\n",
 		m0.Batch, m0.SeqLen, r.Threads)
-	fmt.Fprintf(w, "| model | params | forward tok/s gocpu | PyTorch | gocpu/PyTorch | train step gocpu | PyTorch | PyTorch/gocpu | decode tok/s gocpu | pure-Go | gocpu/pure-Go |\n")
-	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(w, "| model | params | forward tok/s gocpu | PyTorch | gocpu/PyTorch | train step gocpu | PyTorch | PyTorch/gocpu | PyTorch BLAS |\n")
+	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, m := range r.Models {
 		var pf, pt float64
+		blas := "–"
+		fr, tr := "–", "–"
 		if m.Peer != nil {
 			pf, pt = m.Peer.ForwardTokS, m.Peer.TrainStepS
+			blas = m.Peer.BLAS
+			if fair, why := m.Peer.Fair(); fair {
+				fr, tr = ratio(m.Fast.ForwardTokS, pf), ratio(pt, m.Fast.TrainStepS)
+			} else {
+				fr, tr = "no ratio: "+why, "no ratio: "+why
+			}
 		}
-		fmt.Fprintf(w, "| %s | %.1fM | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+		fmt.Fprintf(w, "| %s | %.1fM | %s | %s | %s | %s | %s | %s | %s |\n",
 			m.Name, float64(m.Params)/1e6,
-			num(m.Fast.ForwardTokS, 0), num(pf, 0), ratio(m.Fast.ForwardTokS, pf),
-			secs(m.Fast.TrainStepS), secs(pt), ratio(pt, m.Fast.TrainStepS),
-			num(m.Fast.DecodeTokS, 1), num(m.Plain.DecodeTokS, 1), ratio(m.Fast.DecodeTokS, m.Plain.DecodeTokS))
+			num(m.Fast.ForwardTokS, 0), num(pf, 0), fr,
+			secs(m.Fast.TrainStepS), secs(pt), tr, blas)
+	}
+
+	// Roofline: the matrix work at the measured GEMM rate.
+	fmt.Fprintf(w, "\nRoofline: matrix FLOPs of the step ÷ the measured %s GFLOP/s of the square GEMM (elementwise work not counted):\n\n", num(r.GEMMRate, 1))
+	fmt.Fprintf(w, "| model | forward GFLOP | forward roofline | forward gocpu | × roofline | train GFLOP | train roofline | train step gocpu | × roofline |\n")
+	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, m := range r.Models {
+		fr, tr := roof(m.ForwardFLOPs, r.GEMMRate), roof(m.TrainFLOPs, r.GEMMRate)
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", m.Name,
+			num(m.ForwardFLOPs/1e9, 1), secs(fr), secs(m.Fast.ForwardS), ratio(m.Fast.ForwardS, fr),
+			num(m.TrainFLOPs/1e9, 1), secs(tr), secs(m.Fast.TrainStepS), ratio(m.Fast.TrainStepS, tr))
+	}
+
+	// Decode: batch 1 against the streaming bound.
+	fmt.Fprintf(w, "\nBatch-1 decode against the streaming bound (float32 weights ÷ the measured read bandwidth, %s GB/s):\n\n", num(r.StreamBps/1e9, 1))
+	fmt.Fprintf(w, "| model | MB per token | bound tok/s | decode tok/s gocpu | of bound | pure-Go | gocpu/pure-Go |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, m := range r.Models {
+		bound := 0.0
+		if m.DecodeBytes > 0 {
+			bound = r.StreamBps / float64(m.DecodeBytes)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", m.Name, num(float64(m.DecodeBytes)/1e6, 1), num(bound, 0),
+			num(m.Fast.DecodeTokS, 1), pct(m.Fast.DecodeTokS, bound), num(m.Plain.DecodeTokS, 1), ratio(m.Fast.DecodeTokS, m.Plain.DecodeTokS))
 	}
 	plain := false
 	for _, m := range r.Models {
@@ -61,7 +95,65 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 		if m.PeerErr != "" {
 			fmt.Fprintf(w, "\nPyTorch peer for %s not measured: %s\n", m.Name, m.PeerErr)
 		}
+		if m.Peer != nil {
+			if fair, why := m.Peer.Fair(); !fair {
+				fmt.Fprintf(w, "\nPyTorch peer for %s is not a fair peer (%s; BLAS %q): no ratio printed. Install libopenblas0-pthread.\n", m.Name, why, m.Peer.BLAS)
+			}
+		}
 	}
+	for _, m := range r.Models {
+		writeProfile(w, m.Name+", one training step", m.TrainProfile, m.Fast.TrainStepS, 1)
+		writeProfile(w, fmt.Sprintf("%s, batch-1 decode of %d tokens", m.Name, m.DecodeProfileTokens), m.DecodeProfile, 0, m.DecodeProfileTokens)
+	}
+}
+
+// Fair reports whether the peer multiplied on a real BLAS: not the netlib
+// reference BLAS ("reference:" prefix from peer_env.blas()), and named at
+// all (an older peer script that does not say is not trusted).
+func (p *PeerFigures) Fair() (bool, string) {
+	switch {
+	case p.BLAS == "":
+		return false, "BLAS not reported"
+	case strings.HasPrefix(p.BLAS, "reference"):
+		return false, "reference BLAS"
+	}
+	return true, ""
+}
+
+// roof is the time of flops at gflops GFLOP/s (0 when unknown).
+func roof(flops, gflops float64) float64 {
+	if !(flops > 0) || !(gflops > 0) {
+		return 0
+	}
+	return flops / (gflops * 1e9)
+}
+
+// writeProfile prints a per-op-kind profile (nothing when empty): time,
+// share and calls per op kind, and per token when tokens > 1. unprofiled,
+// when known, is the same work's time without profiling.
+func writeProfile(w io.Writer, title string, prof []gocpu.OpTime, unprofiled float64, tokens int) {
+	if len(prof) == 0 {
+		return
+	}
+	var total time.Duration
+	for _, p := range prof {
+		total += p.Time
+	}
+	fmt.Fprintf(w, "\nProfile: %s (gocpu:profile, every delegated op its own segment): %s in ops", title, secs(total.Seconds()))
+	if unprofiled > 0 {
+		fmt.Fprintf(w, ", %s unprofiled", secs(unprofiled))
+	}
+	if tokens > 1 {
+		fmt.Fprintf(w, ", %.3f ms per token", total.Seconds()*1e3/float64(tokens))
+	}
+	fmt.Fprintf(w, ":\n\n| op | runs on | calls | time | share |\n|---|---|---:|---:|---:|\n")
+	for _, p := range prof {
+		fmt.Fprintf(w, "| %s | %s | %d | %s | %s |\n", p.Op, p.Where, p.Calls, msecs(p.Time), pct(p.Time.Seconds(), total.Seconds()))
+	}
+}
+
+func msecs(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds()*1e3, 'f', 2, 64) + " ms"
 }
 
 // Limits returns the FMA-peak and vek-loop limits of r.Threads threads:

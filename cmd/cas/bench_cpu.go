@@ -34,9 +34,21 @@ shapes, GoMLX's DotGeneral on the pure-Go ("go") and gocpu backends, and for
 each Qwen-shaped model (built-in qwen3-4M and qwen3-25M, or --config files):
 forward tokens/s and training-step time (cross-entropy + backward + AdamW) on
 --batch × --seqlen tokens, and greedy decode tokens/s on gocpu and the pure-Go
-backend, next to torch_qwen_peer.py run with the same threads. Prints
-Markdown tables with the ratios (the README's performance section). The
-machine's load average is printed with the figures: rerun on a quiet machine.`,
+backend, next to torch_qwen_peer.py run with the same threads (through
+peer_env.py, which unpins OpenBLAS and reports the BLAS it loaded; no ratio is
+printed against the netlib reference BLAS). Prints Markdown tables with the
+ratios (the README's performance section), the roofline (the step's matrix
+FLOPs at the measured 1024³ GEMM rate) and batch-1 decode against the
+streaming bound (float32 weight bytes at the measured read bandwidth).
+
+--profile also runs one training step and one decode per model on
+GOMLX_BACKEND=gocpu:profile and prints the time per op kind, and which
+backend ran it (gocpu's kernels or simplego). For a pprof view of the same
+work: go test -run '^$' -bench 'Qwen/qwen3-4M/trainstep' -benchtime 3x
+-cpuprofile cpu.out ./bench/cpubench/, then go tool pprof -top cpu.out.
+
+The machine's load average is printed with the figures: rerun on a quiet
+machine.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opt.MinTime = minTime
@@ -100,6 +112,7 @@ machine's load average is printed with the figures: rerun on a quiet machine.`,
 	f.IntVar(&opt.Steps, "steps", 3, "timed training steps")
 	f.IntVar(&opt.DecodeTokens, "decode-tokens", 32, "tokens generated per decode measurement")
 	f.BoolVar(&opt.Plain, "plain", false, "also time the forward pass on the pure-Go backend (slow)")
+	f.BoolVar(&opt.Profile, "profile", false, "print the time per op kind of one training step and one decode per model")
 	defPeer := sharedDefault("bench", "torch_qwen_peer.py")
 	if defPeer == "" {
 		defPeer = filepath.Join("..", "shared", "bench", "torch_qwen_peer.py")

@@ -1,0 +1,65 @@
+package gocpu
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+	"time"
+)
+
+// OpTime is the time one op kind took over the executions profiled.
+type OpTime struct {
+	// Op is the op type; Where is "gocpu" for ops this backend runs and
+	// "simplego" for delegated ones.
+	Op, Where string
+	Calls     int
+	Time      time.Duration
+}
+
+// profiler accumulates per-op-kind wall time ("profile" option). Every
+// delegated op then runs as its own simplego segment so that it can be
+// timed alone; the plan is otherwise unchanged, and results are identical.
+type profiler struct {
+	mu  sync.Mutex
+	ops map[[2]string]*OpTime
+}
+
+func (p *profiler) add(op, where string, d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := [2]string{op, where}
+	t := p.ops[k]
+	if t == nil {
+		t = &OpTime{Op: op, Where: where}
+		p.ops[k] = t
+	}
+	t.Calls++
+	t.Time += d
+}
+
+// Profile returns the time per op kind accumulated since the backend was
+// created or last reset, longest first; nil unless the backend was created
+// with the "profile" option (GOMLX_BACKEND=gocpu:profile). Reset clears the
+// counts (to profile one phase, such as a training step after its warm-up).
+func (b *Backend) Profile(reset bool) []OpTime {
+	p := b.prof
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]OpTime, 0, len(p.ops))
+	for _, t := range p.ops {
+		out = append(out, *t)
+	}
+	if reset {
+		p.ops = map[[2]string]*OpTime{}
+	}
+	slices.SortFunc(out, func(a, b OpTime) int {
+		if c := cmp.Compare(b.Time, a.Time); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Op+a.Where, b.Op+b.Where)
+	})
+	return out
+}

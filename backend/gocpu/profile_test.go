@@ -1,0 +1,67 @@
+package gocpu
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+)
+
+// TestProfileTimesEveryOpKind: with the "profile" option the results are
+// the same as without (every delegated op then runs as a segment of its
+// own), and the profile names both the ops gocpu runs and the delegated
+// ones, with one call per op per execution.
+func TestProfileTimesEveryOpKind(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 19))
+	x, w := randTensor(r, dtypes.Float32, 4, 6, 32), randTensor(r, dtypes.Float32, 48, 32)
+	fn := func(in []*graph.Node) []*graph.Node {
+		h := graph.DotGeneral(in[0], []int{2}, nil, in[1], []int{1}, nil)
+		h = graph.Mul(h, graph.Logistic(h))
+		p := graph.Softmax(h, -1)
+		loss := graph.ReduceAllSum(graph.Mul(graph.Log(graph.AddScalar(p, 1e-6)), p))
+		return append([]*graph.Node{loss}, graph.Gradient(loss, in[1])...)
+	}
+	be, err := New("profile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Finalize()
+	got, _, err := run(t, be, fn, x, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _, err := run(t, fastOnce(), fn, x, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for o := range want {
+		for i := range want[o] {
+			if got[o][i] != want[o][i] {
+				t.Fatalf("output %d [%d]: profiled %v, unprofiled %v", o, i, got[o][i], want[o][i])
+			}
+		}
+	}
+	prof := be.(*Backend).Profile(true)
+	byKey := map[string]OpTime{}
+	for _, p := range prof {
+		byKey[p.Op+"/"+p.Where] = p
+		if p.Calls <= 0 || p.Time < 0 {
+			t.Errorf("%+v", p)
+		}
+	}
+	for _, k := range []string{"DotGeneral/gocpu", "Log/simplego"} {
+		if p, ok := byKey[k]; !ok || p.Calls < 1 {
+			t.Errorf("profile has no %s: %+v", k, prof)
+		}
+	}
+	if p := byKey["Log/simplego"]; p.Calls != 1 {
+		t.Errorf("Log ran %d times in one execution, want 1", p.Calls)
+	}
+	if again := be.(*Backend).Profile(false); len(again) != 0 {
+		t.Errorf("after reset: %+v", again)
+	}
+	if fastOnce().(*Backend).Profile(false) != nil {
+		t.Error("an unprofiled backend returned a profile")
+	}
+}
