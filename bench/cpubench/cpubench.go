@@ -519,8 +519,12 @@ func decodeSpeed(m *qwen.Model, batch, promptLen, n int, beforeTimed func()) (fl
 }
 
 // Trainer runs next-token cross-entropy training steps with AdamW on a
-// model, the same step torch_qwen_peer.py times: logits of ids[:, :-1],
-// mean cross-entropy against ids[:, 1:], backward, one AdamW update.
+// model, the step torch_qwen_peer.py times (mean cross-entropy of ids[:, 1:]
+// given ids[:, :-1], backward, one AdamW update), built the way training
+// builds it: the per-token log-probabilities come from qwen.TokenLogProbs,
+// the function of cas train's GRPO loss and warm start (hidden state · the
+// target's lm_head row − logsumexp; no [B, T, V] one-hot), so the step
+// timed here runs the graph training runs.
 type Trainer struct {
 	m    *qwen.Model
 	exec *context.Exec
@@ -531,12 +535,11 @@ type Trainer struct {
 func NewTrainer(m *qwen.Model, lr float64) (*Trainer, error) {
 	cfg := m.Config
 	opt := optimizers.Adam().LearningRate(lr).Betas(0.9, 0.999).Epsilon(1e-8).WeightDecay(0.01).Done()
-	exec, err := context.NewExec(m.Backend(), m.Context(), func(ctx *context.Context, in, mask, target *graph.Node) *graph.Node {
-		logits := qwen.Logits(ctx, cfg, in, mask) // [B, T, V]
-		logp := graph.LogSoftmax(logits, -1)
-		picked := graph.ReduceSum(graph.Mul(logp, graph.OneHot(target, cfg.VocabSize, logp.DType())), -1) // [B, T]
-		loss := graph.Neg(graph.ReduceAllMean(picked))
-		opt.UpdateGraph(ctx, logits.Graph(), loss)
+	exec, err := context.NewExec(m.Backend(), m.Context(), func(ctx *context.Context, ids, mask *graph.Node) *graph.Node {
+		logp, _ := qwen.TokenLogProbs(ctx, cfg, ids, mask, nil, qwen.ScoreOptions{}) // [B, T], 0 at t = 0
+		b, t := ids.Shape().Dimensions[0], ids.Shape().Dimensions[1]
+		loss := graph.DivScalar(graph.Neg(graph.ReduceAllSum(logp)), float64(b*(t-1)))
+		opt.UpdateGraph(ctx, logp.Graph(), loss)
 		return loss
 	})
 	if err != nil {
@@ -545,27 +548,19 @@ func NewTrainer(m *qwen.Model, lr float64) (*Trainer, error) {
 	return &Trainer{m: m, exec: exec}, nil
 }
 
-// Step trains on ids [batch, seqLen] (inputs ids[:, :-1], targets
-// ids[:, 1:]) and returns the mean cross-entropy before the update.
+// Step trains on ids [batch, seqLen] (the loss predicts ids[:, 1:] from
+// their prefixes) and returns the mean cross-entropy before the update.
 func (t *Trainer) Step(ids []int32, batch, seqLen int) (float32, error) {
 	if len(ids) != batch*seqLen || seqLen < 2 {
 		return 0, fmt.Errorf("train step: %d ids for %d×%d", len(ids), batch, seqLen)
 	}
-	in := make([]int32, 0, batch*(seqLen-1))
-	tg := make([]int32, 0, batch*(seqLen-1))
-	mask := make([]int32, batch*(seqLen-1))
-	for b := range batch {
-		row := ids[b*seqLen : (b+1)*seqLen]
-		in = append(in, row[:seqLen-1]...)
-		tg = append(tg, row[1:]...)
-	}
+	mask := make([]int32, batch*seqLen)
 	for i := range mask {
 		mask[i] = 1
 	}
 	out, err := t.exec.Exec(
-		tensors.FromFlatDataAndDimensions(in, batch, seqLen-1),
-		tensors.FromFlatDataAndDimensions(mask, batch, seqLen-1),
-		tensors.FromFlatDataAndDimensions(tg, batch, seqLen-1))
+		tensors.FromFlatDataAndDimensions(ids, batch, seqLen),
+		tensors.FromFlatDataAndDimensions(mask, batch, seqLen))
 	if err != nil {
 		return 0, err
 	}

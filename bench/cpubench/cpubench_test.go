@@ -3,9 +3,11 @@ package cpubench
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -110,9 +112,36 @@ func TestTrainerLearns(t *testing.T) {
 	for i := range ids {
 		ids[i] = int32(rng.IntN(tinyConfig.VocabSize))
 	}
+	// The loss is the peer's: mean cross-entropy of ids[:, 1:] under the
+	// logits of the prefixes, computed here from the model's logits.
+	mask := make([]int32, len(ids))
+	for i := range mask {
+		mask[i] = 1
+	}
+	logits, err := m.Logits(ids, mask, 2, 17)
+	if err != nil {
+		t.Fatal(err)
+	}
+	V := tinyConfig.VocabSize
+	var ce float64
+	for b := range 2 {
+		for s := range 16 {
+			row := logits[(b*17+s)*V : (b*17+s+1)*V]
+			mx := float64(slices.Max(row))
+			var sum float64
+			for _, z := range row {
+				sum += math.Exp(float64(z) - mx)
+			}
+			ce += mx + math.Log(sum) - float64(row[ids[b*17+s+1]])
+		}
+	}
+	ce /= 2 * 16
 	first, err := tr.Step(ids, 2, 17)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if math.Abs(float64(first)-ce) > 1e-4*ce {
+		t.Fatalf("first loss %v, cross-entropy of the logits %v", first, ce)
 	}
 	if first < 4 || first > 5.2 { // ln 96 = 4.56
 		t.Fatalf("first loss %v, want about ln(96)", first)
