@@ -441,23 +441,28 @@ func (b *Builder) Rsqrt(x backends.Op) (backends.Op, error) {
 
 // logisticF32 writes dst[i] = σ(x[i]) (dst may be x) from e = e^−|x|:
 // 1/(1+e) for x ≥ 0, e/(1+e) otherwise.
+const one32 = 0x3f800000 // math.Float32bits(1)
+
 func logisticF32(dst, x []float32) {
 	x = x[:len(dst)]
-	var e [256]float32
+	var e, num [256]float32
 	for lo := 0; lo < len(dst); lo += len(e) {
 		hi := min(len(dst), lo+len(e))
-		eb := e[:hi-lo]
-		for i, v := range x[lo:hi] {
-			eb[i] = -float32(math.Abs(float64(v)))
+		eb, nb, xb := e[:hi-lo], num[:hi-lo], x[lo:hi]
+		for i, v := range xb {
+			eb[i] = math.Float32frombits(math.Float32bits(v) | 1<<31) // −|v|
 		}
 		expF32(eb, eb)
-		for i, v := range x[lo:hi] {
-			if v >= 0 {
-				dst[lo+i] = 1 / (1 + eb[i])
-			} else {
-				dst[lo+i] = eb[i] / (1 + eb[i])
-			}
+		for i, v := range xb {
+			// Branch-free (the signs of activations are unpredictable):
+			// the numerator is e for v < 0 (sign bit set) and 1 otherwise;
+			// −0 takes e = 1, which gives the same 1/2.
+			neg := uint32(int32(math.Float32bits(v)) >> 31)
+			e := eb[i]
+			nb[i] = math.Float32frombits(math.Float32bits(e)&neg | one32&^neg)
+			eb[i] = 1 + e
 		}
+		divVV(dst[lo:hi], nb, eb) // IEEE division, as 1/(1+e) and e/(1+e)
 	}
 }
 
