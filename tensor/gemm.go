@@ -397,6 +397,16 @@ func (g *Gemm) packedTask(out []float32, ks *gemmKernelSet, s *gemmScratch, t ge
 	ncMax := min(bl.nc, t.j1-t.j0)
 	mcMax := min(bl.mc, t.i1-t.i0)
 	kcMax := min(bl.kc, k)
+	// A stored depth-major (each depth's rows contiguous: the activations
+	// of a weight gradient, contracted over their leading token axes) is
+	// packed for the task's whole row range once per depth slice, so each
+	// depth is read as one sequential run rather than one short run per
+	// mc block; the short runs, a row length apart, defeat the hardware
+	// prefetcher (BenchmarkGemmLayoutCPUTime, layout TN).
+	wholeA := g.A.F32 != nil && g.A.RowStride == 1 && g.A.ColStride != 1 && t.i1-t.i0 > bl.mc && t.i1-t.i0 <= gemmWholeARows
+	if wholeA {
+		mcMax = t.i1 - t.i0
+	}
 	s.b = growF32(s.b, kcMax*((ncMax+nr-1)/nr*nr))
 	s.a = growF32(s.a, kcMax*((mcMax+mr-1)/mr*mr))
 	s.tile = growF32(s.tile, mr*nr)
@@ -408,14 +418,22 @@ func (g *Gemm) packedTask(out []float32, ks *gemmKernelSet, s *gemmScratch, t ge
 			acc := g.Accumulate || pc > 0
 			// B panel: row r of the panel set is column jc+r of B.
 			packPanels(s.b, &g.B, bBase+jc*g.B.ColStride+pc*g.B.RowStride, g.B.ColStride, g.B.RowStride, nc, kc, nr, s.tmp, ks)
+			if wholeA {
+				packPanels(s.a, &g.A, aBase+t.i0*g.A.RowStride+pc*g.A.ColStride, g.A.RowStride, g.A.ColStride, t.i1-t.i0, kc, mr, s.tmp, ks)
+			}
 			for ic := t.i0; ic < t.i1; ic += bl.mc {
 				mc := min(bl.mc, t.i1-ic)
-				packPanels(s.a, &g.A, aBase+ic*g.A.RowStride+pc*g.A.ColStride, g.A.RowStride, g.A.ColStride, mc, kc, mr, s.tmp, ks)
+				pa := s.a // this block's panels
+				if wholeA {
+					pa = s.a[(ic-t.i0)*kc:] // mc is a multiple of mr
+				} else {
+					packPanels(s.a, &g.A, aBase+ic*g.A.RowStride+pc*g.A.ColStride, g.A.RowStride, g.A.ColStride, mc, kc, mr, s.tmp, ks)
+				}
 				for jr := 0; jr < nc; jr += nr {
 					bp := s.b[jr*kc : (jr+nr)*kc]
 					nn := min(nr, nc-jr)
 					for ir := 0; ir < mc; ir += mr {
-						ap := s.a[ir*kc : (ir+mr)*kc]
+						ap := pa[ir*kc : (ir+mr)*kc]
 						mm := min(mr, mc-ir)
 						c0 := cBase + (ic+ir)*ldc + jc + jr
 						if mm == mr && nn == nr {
@@ -440,6 +458,10 @@ func (g *Gemm) packedTask(out []float32, ks *gemmKernelSet, s *gemmScratch, t ge
 		}
 	}
 }
+
+// gemmWholeARows bounds the rows of A packed at once for a depth-major A
+// (1536·384·4 B = 2.25 MiB, the size of a packed B block).
+const gemmWholeARows = 1536
 
 // packPanels packs rows [0, rows) × depth [0, kc) of a matrix view into
 // panels of w rows: dst[q·kc·w + p·w + r] = X(q·w + r, p), zero rows
