@@ -31,6 +31,23 @@ func (b *Builder) DotGeneral(lhsOp backends.Op, lhsContractingAxes, lhsBatchAxes
 		return nil, err
 	}
 	lhs, rhs := vs[0], vs[1]
+	if !b.backend.plain && lhs.shape.DType == dtypes.Float32 && rhs.shape.DType == dtypes.Float32 {
+		// Read bfloat16 weights cast to float32 in place (see bf16Source).
+		if src, ok := bf16Source(lhs); ok {
+			vs[0] = src
+		}
+		if src, ok := bf16Source(rhs); ok {
+			vs[1] = src
+		}
+		if vs[0] != lhs || vs[1] != rhs {
+			p, err := newDotPlan(vs[0].shape, lc, lb, vs[1].shape, rc, rb, b.backend.workers)
+			if err != nil {
+				return nil, fmt.Errorf("DotGeneral(lhs=%s, contracting=%v, batch=%v; rhs=%s, contracting=%v, batch=%v): %w",
+					lhs.shape, lhsContractingAxes, lhsBatchAxes, rhs.shape, rhsContractingAxes, rhsBatchAxes, err)
+			}
+			return b.addCustom(backends.OpTypeDotGeneral, vs, p.out, p.exec)
+		}
+	}
 	if b.backend.plain || !fastDType(lhs.shape.DType) || lhs.shape.DType != rhs.shape.DType {
 		return b.record1(backends.OpTypeDotGeneral, []backends.Op{lhsOp, rhsOp}, func(sb backends.Builder, in []backends.Op) (backends.Op, error) {
 			return sb.DotGeneral(in[0], slices.Clone(lc), slices.Clone(lb), in[1], slices.Clone(rc), slices.Clone(rb))
@@ -85,8 +102,14 @@ type operandPlan struct {
 }
 
 func newDotPlan(ls shapes.Shape, lc, lb []int, rs shapes.Shape, rc, rb []int, workers int) (*dotPlan, error) {
+	// Operands of one dtype give that dtype; float32 with bfloat16 (a
+	// bfloat16 weight read in place, see bf16Source) gives float32.
+	outDType := ls.DType
 	if ls.DType != rs.DType {
-		return nil, fmt.Errorf("operand dtypes %s and %s differ", ls.DType, rs.DType)
+		if !fastDType(ls.DType) || !fastDType(rs.DType) {
+			return nil, fmt.Errorf("operand dtypes %s and %s differ", ls.DType, rs.DType)
+		}
+		outDType = dtypes.Float32
 	}
 	if len(lc) != len(rc) {
 		return nil, fmt.Errorf("%d contracting axes for lhs but %d for rhs", len(lc), len(rc))
@@ -135,12 +158,12 @@ func newDotPlan(ls shapes.Shape, lc, lb []int, rs shapes.Shape, rc, rb []int, wo
 		outDims = append(outDims, rd[a])
 	}
 	p := &dotPlan{
-		dtype:   ls.DType,
+		dtype:   outDType,
 		batch:   prod(ld, lb),
 		m:       prod(ld, lx),
 		n:       prod(rd, rx),
 		k:       prod(ld, lc),
-		out:     shapes.Make(ls.DType, outDims...),
+		out:     shapes.Make(outDType, outDims...),
 		workers: workers,
 	}
 	p.lhs = planOperand(ld, lb, lx, lc, false)

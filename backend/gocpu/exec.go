@@ -40,6 +40,8 @@ type step struct {
 	name     string
 	in, out  []int // slots
 	distinct bool  // every input slot appears once in in
+	// elems is the number of elements the step writes (for Profile).
+	elems int
 }
 
 // Compile implements backends.Builder.
@@ -191,7 +193,7 @@ func (b *Builder) plan(outs []*value) (*Executable, error) {
 		}
 		for _, n := range byStage[s] {
 			if n.kind == kindCustom {
-				st := step{custom: n.exec, name: n.opType.String(), out: []int{n.outs[0].id}}
+				st := step{custom: n.exec, name: n.opType.String(), out: []int{n.outs[0].id}, elems: n.outs[0].shape.Size()}
 				for _, in := range n.inputs {
 					st.in = append(st.in, in.id)
 				}
@@ -312,6 +314,7 @@ func (b *Builder) buildSegment(s int, nodes []*node, stage []int, consumers [][]
 			seen[op] = true
 			outOps = append(outOps, op)
 			st.out = append(st.out, v.id)
+			st.elems += v.shape.Size()
 		}
 	}
 	if len(outOps) == 0 {
@@ -438,7 +441,7 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, _ backends
 			if st.seg != nil {
 				where = "simplego"
 			}
-			be.prof.add(st.name, where, time.Since(t0))
+			be.prof.add(st.name, where, time.Since(t0), st.elems)
 		}
 		if err != nil {
 			release()

@@ -295,20 +295,6 @@ func (b *Builder) Floor(x backends.Op) (backends.Op, error) {
 	})
 }
 
-// Gather implements backends.Builder by recording the op for the pure-Go backend.
-func (b *Builder) Gather(operand backends.Op, startIndices backends.Op, indexVectorAxis int, offsetOutputAxes []int, collapsedSliceAxes []int, startIndexMap []int, sliceSizes []int, indicesAreSorted bool) (backends.Op, error) {
-	offsetOutputAxes = slices.Clone(offsetOutputAxes)
-	collapsedSliceAxes = slices.Clone(collapsedSliceAxes)
-	startIndexMap = slices.Clone(startIndexMap)
-	sliceSizes = slices.Clone(sliceSizes)
-	var ins []backends.Op
-	ins = append(ins, operand)
-	ins = append(ins, startIndices)
-	return b.record1(backends.OpTypeGather, ins, func(sb backends.Builder, in []backends.Op) (backends.Op, error) {
-		return sb.Gather(in[0], in[1], indexVectorAxis, offsetOutputAxes, collapsedSliceAxes, startIndexMap, sliceSizes, indicesAreSorted)
-	})
-}
-
 // GreaterOrEqual implements backends.Builder by recording the op for the pure-Go backend.
 func (b *Builder) GreaterOrEqual(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
 	var ins []backends.Op

@@ -14,6 +14,8 @@ type OpTime struct {
 	Op, Where string
 	Calls     int
 	Time      time.Duration
+	// Elements is the number of elements the op wrote, over all calls.
+	Elements int64
 }
 
 // profiler accumulates per-op-kind wall time ("profile" option). Every
@@ -24,7 +26,7 @@ type profiler struct {
 	ops map[[2]string]*OpTime
 }
 
-func (p *profiler) add(op, where string, d time.Duration) {
+func (p *profiler) add(op, where string, d time.Duration, elems int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	k := [2]string{op, where}
@@ -35,6 +37,7 @@ func (p *profiler) add(op, where string, d time.Duration) {
 	}
 	t.Calls++
 	t.Time += d
+	t.Elements += int64(elems)
 }
 
 // Profile returns the time per op kind accumulated since the backend was

@@ -214,6 +214,9 @@ type ModelFigures struct {
 	ForwardS, ForwardTokS float64
 	TrainStepS            float64
 	DecodeTokS            float64
+	// DecodeBF16TokS is batch-1 decode with the weights stored in
+	// bfloat16 and the graph computing in float32 (NewBF16WeightModel).
+	DecodeBF16TokS float64
 }
 
 // PeerFigures is the JSON line of torch_qwen_peer.py.
@@ -397,6 +400,9 @@ func measureModel(ms ModelSpec, opt *Options, step func(string)) (*ModelRow, err
 
 	if err := modelFigures(ms.Config, fast, opt, true, true, &row.Fast); err != nil {
 		return nil, fmt.Errorf("%s backend: %w", gocpu.BackendName, err)
+	}
+	if row.Fast.DecodeBF16TokS, err = decodeBF16(ms.Config, fast, opt); err != nil {
+		return nil, fmt.Errorf("%s backend, bf16 weights: %w", gocpu.BackendName, err)
 	}
 	step(ms.Name + " gocpu")
 	if opt.Profile {

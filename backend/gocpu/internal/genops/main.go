@@ -27,7 +27,7 @@ var handwritten = map[string]bool{
 	"DotGeneral": true, "Dot": true, "DynamicSlice": true, "DynamicUpdateSlice": true, "Pad": true,
 	"ReduceSum": true, "ReduceMax": true, "Add": true, "Sub": true, "Mul": true, "Div": true,
 	"Exp": true, "Logistic": true, "Neg": true, "Sqrt": true, "Rsqrt": true,
-	"Transpose": true, "BroadcastInDim": true, "Where": true, "Reshape": true,
+	"Transpose": true, "BroadcastInDim": true, "Where": true, "Reshape": true, "Gather": true,
 }
 
 func main() {

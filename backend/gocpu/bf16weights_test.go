@@ -1,0 +1,146 @@
+package gocpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+)
+
+// bf16AsF32 is the float32 tensor of the exact values of a bfloat16 one.
+func bf16AsF32(t *tensors.Tensor) *tensors.Tensor {
+	var out *tensors.Tensor
+	t.ConstFlatData(func(flat any) {
+		h := flat.([]bfloat16.BFloat16)
+		f := make([]float32, len(h))
+		for i, v := range h {
+			f[i] = v.Float32()
+		}
+		out = tensors.FromFlatDataAndDimensions(f, t.Shape().Dimensions...)
+	})
+	return out
+}
+
+// TestDotGeneralReadsBF16WeightsInPlace: DotGeneral(x, ConvertDType(w_bf16,
+// f32)) (a bfloat16-stored weight in a float32 graph) equals, bit for bit,
+// the product with the weight's exact float32 values passed as float32,
+// for decode (one row), prefill and weights on either side; the cast is
+// not executed when nothing else reads it (profile), and still is when
+// something does.
+func TestDotGeneralReadsBF16WeightsInPlace(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 16))
+	cases := []struct {
+		name       string
+		x, w       []int
+		lc, rc     []int
+		weightLeft bool
+		alsoUsed   bool
+	}{
+		{"decode row", []int{1, 1, 64}, []int{96, 64}, []int{2}, []int{1}, false, false},
+		{"prefill", []int{2, 7, 40}, []int{33, 40}, []int{2}, []int{1}, false, false},
+		{"weight on the left", []int{5, 48}, []int{20, 48}, []int{1}, []int{1}, true, false},
+		{"cast also read elsewhere", []int{3, 32}, []int{17, 32}, []int{1}, []int{1}, false, true},
+		{"zero rows", []int{0, 16}, []int{8, 16}, []int{1}, []int{1}, false, false},
+	}
+	be, err := New("profile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Finalize()
+	prof := be.(*Backend)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			x, w := randTensor(r, dtypes.Float32, c.x...), randTensor(r, dtypes.BFloat16, c.w...)
+			prod := func(x, w *graph.Node) *graph.Node {
+				if c.weightLeft {
+					return graph.DotGeneral(w, c.rc, nil, x, c.lc, nil)
+				}
+				return graph.DotGeneral(x, c.lc, nil, w, c.rc, nil)
+			}
+			fused := func(in []*graph.Node) []*graph.Node {
+				wf := graph.ConvertDType(in[1], dtypes.Float32)
+				out := []*graph.Node{prod(in[0], wf)}
+				if c.alsoUsed {
+					out = append(out, graph.ReduceAllSum(wf))
+				}
+				return out
+			}
+			prof.Profile(true)
+			got, gs, err := run(t, be, fused, x, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			casts := 0
+			for _, p := range prof.Profile(true) {
+				if p.Op == "ConvertDType" {
+					casts += p.Calls
+				}
+			}
+			if want := map[bool]int{false: 0, true: 1}[c.alsoUsed]; casts != want {
+				t.Errorf("ConvertDType ran %d times, want %d", casts, want)
+			}
+			want, ws, err := run(t, fastOnce(), func(in []*graph.Node) []*graph.Node {
+				return []*graph.Node{prod(in[0], in[1])}
+			}, x, bf16AsF32(w))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !gs[0].Equal(ws[0]) {
+				t.Fatalf("shape %s, want %s", gs[0], ws[0])
+			}
+			for i := range want[0] {
+				if math.Float64bits(got[0][i]) != math.Float64bits(want[0][i]) {
+					t.Fatalf("[%d] = %v, with float32 weights %v", i, got[0][i], want[0][i])
+				}
+			}
+		})
+	}
+}
+
+// TestGatherFromBF16Table: gathering rows of ConvertDType(table_bf16, f32)
+// equals gathering from the table's exact float32 values, and converts
+// only the gathered rows (the profile's ConvertDType elements).
+func TestGatherFromBF16Table(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 17))
+	table := randTensor(r, dtypes.BFloat16, 50, 24)
+	ids := tensors.FromFlatDataAndDimensions([]int32{3, 0, 49, 3, 17}, 5, 1)
+	be, err := New("profile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Finalize()
+	prof := be.(*Backend)
+	got, gs, err := run(t, be, func(in []*graph.Node) []*graph.Node {
+		return []*graph.Node{graph.Gather(graph.ConvertDType(in[0], dtypes.Float32), in[1])}
+	}, table, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cast int64
+	for _, p := range prof.Profile(true) {
+		if p.Op == "ConvertDType" {
+			cast += p.Elements
+		}
+	}
+	if cast != 5*24 {
+		t.Errorf("%d elements converted, want the 5 rows' %d", cast, 5*24)
+	}
+	want, ws, err := run(t, fastOnce(), func(in []*graph.Node) []*graph.Node {
+		return []*graph.Node{graph.Gather(in[0], in[1])}
+	}, bf16AsF32(table), ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !gs[0].Equal(ws[0]) {
+		t.Fatalf("shape %s, want %s", gs[0], ws[0])
+	}
+	for i := range want[0] {
+		if got[0][i] != want[0][i] {
+			t.Fatalf("[%d] = %v, want %v", i, got[0][i], want[0][i])
+		}
+	}
+}

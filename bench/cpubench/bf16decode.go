@@ -1,0 +1,43 @@
+package cpubench
+
+import (
+	"fmt"
+
+	"github.com/gomlx/gomlx/backends"
+
+	"github.com/cas-engine/cas/model/qwen"
+)
+
+// NewBF16WeightModel returns a random model of cfg (the weights of seed,
+// rounded to bfloat16) stored in bfloat16 and computing in float32: every
+// graph casts each weight to float32 as it reads it, which gocpu folds
+// into the products (they read the bfloat16 weights in place), so batch-1
+// decoding streams half the bytes of the float32 model. Activations, the
+// KV cache and the logits stay float32; the only rounding is the
+// weights'.
+func NewBF16WeightModel(cfg *qwen.Config, be backends.Backend, seed uint64) (*qwen.Model, error) {
+	m, err := qwen.NewRandomWith(cfg, be, seed, qwen.LoadOptions{DType: qwen.PrecisionBF16})
+	if err != nil {
+		return nil, err
+	}
+	qwen.SetComputeDType(m.Context(), qwen.PrecisionF32)
+	return m, nil
+}
+
+// decodeBF16 is the best of three batch-1 decode speeds of the bfloat16
+// weight model of cfg on be.
+func decodeBF16(cfg *qwen.Config, be backends.Backend, opt *Options) (float64, error) {
+	m, err := NewBF16WeightModel(cfg, be, 1)
+	if err != nil {
+		return 0, err
+	}
+	best := 0.0
+	for range 3 {
+		tps, err := DecodeSpeed(m, 1, 64, opt.DecodeTokens)
+		if err != nil {
+			return 0, fmt.Errorf("decode: %w", err)
+		}
+		best = max(best, tps)
+	}
+	return best, nil
+}
