@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cas-engine/cas/search"
+	"github.com/cas-engine/cas/search/vector"
 	"github.com/spf13/cobra"
 )
 
@@ -87,12 +88,12 @@ func runIndexImport(cmd *cobra.Command, f *indexImportFlags) error {
 	if f.ivf < 0 || f.trainSize < 0 {
 		return fmt.Errorf("index import: --ivf %d and --train-size %d must not be negative", f.ivf, f.trainSize)
 	}
-	enc := search.F32
+	enc := vector.F32
 	switch {
 	case f.f16:
-		enc = search.F16
+		enc = vector.F16
 	case f.sq8:
-		enc = search.SQ8
+		enc = vector.SQ8
 	}
 	start := time.Now()
 	// Load the encoder once: a missing model or tokenizer, or a width that
@@ -118,7 +119,7 @@ func runIndexImport(cmd *cobra.Command, f *indexImportFlags) error {
 		NoQueryPrefix: f.queryPrefix == "", NoPassagePrefix: f.passagePrefix == "",
 		Progress: cmd.ErrOrStderr(),
 		Encoding: enc, NList: f.ivf, NProbe: f.nprobe, TrainSize: f.trainSize,
-		KMeans: search.KMeansOptions{Iterations: f.iterations, Seed: f.seed, Threads: f.threads},
+		KMeans: vector.KMeansOptions{Iterations: f.iterations, Seed: f.seed, Threads: f.threads},
 	})
 	if err != nil {
 		return err

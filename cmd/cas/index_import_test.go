@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/cas-engine/cas/internal/sharedtest"
-	"github.com/cas-engine/cas/search"
+	"github.com/cas-engine/cas/search/vector"
 )
 
 // buildCas builds the cas binary into a temporary folder.
@@ -75,7 +75,7 @@ func writeFlatIP(t *testing.T, path string, x []float32, d int) {
 
 func mustReadVectors(t *testing.T, path string, d int) []float32 {
 	t.Helper()
-	x, err := search.ReadVectorFile(path, d)
+	x, err := vector.ReadVectorFile(path, d)
 	if err != nil {
 		t.Fatal(err)
 	}
