@@ -110,6 +110,10 @@ type SearchParams struct {
 	// (≤ 0: the index's default, 1 unless changed with SetNProbe). Flat
 	// indexes ignore it.
 	NProbe int
+	// Rerank is the number of candidates an IVF-PQ index with a refine
+	// source re-scores exactly (0: the index's default; < 0: none). Other
+	// indexes ignore it.
+	Rerank int
 	// Threads is the number of goroutines (≤ 0: GOMAXPROCS). Results do
 	// not depend on it.
 	Threads int
@@ -204,6 +208,10 @@ type IndexInfo struct {
 	MaxList   int  `json:"max_list,omitempty"`
 	EmptyList int  `json:"empty_lists,omitempty"`
 	HasIDs    bool `json:"explicit_ids"`
+	// IVF-PQ: sub-quantizers, default re-rank depth and its F32 source.
+	PQM    int    `json:"pq_m,omitempty"`
+	Rerank int    `json:"rerank,omitempty"`
+	Refine string `json:"refine,omitempty"`
 }
 
 // Describe returns an IndexInfo of a Flat or IVF index.
@@ -214,20 +222,32 @@ func Describe(ix Index) IndexInfo {
 		info.Kind, info.Encoding, info.Bytes, info.HasIDs = "flat", v.codes.enc.String(), v.codes.byteLen(), v.ids != nil
 	case *IVF:
 		info.Kind, info.Encoding, info.NList, info.NProbe, info.HasIDs = "ivf", v.enc.String(), v.nlist, v.nprobe, true
-		info.MinList = math.MaxInt
 		for l := range v.lists {
-			n := v.lists[l].codes.n
 			info.Bytes += v.lists[l].codes.byteLen()
-			info.MinList = min(info.MinList, n)
-			info.MaxList = max(info.MaxList, n)
-			if n == 0 {
-				info.EmptyList++
-			}
 		}
+		info.MinList, info.MaxList, info.EmptyList = listStats(v.ListSizes())
+	case *IVFPQ:
+		info.Kind, info.Encoding, info.NList, info.NProbe, info.HasIDs = "ivfpq", pqEncoding, v.nlist, v.nprobe, true
+		info.PQM, info.Rerank, info.Refine = v.pq.m, v.Rerank(), v.refinePath
+		info.Bytes = int64(v.ntotal) * int64(v.pq.m)
+		info.MinList, info.MaxList, info.EmptyList = listStats(v.ListSizes())
 	default:
 		info.Kind = fmt.Sprintf("%T", ix)
 	}
 	return info
+}
+
+// listStats returns the smallest and largest list size and the number of
+// empty lists.
+func listStats(sizes []int) (lo, hi, empty int) {
+	lo = math.MaxInt
+	for _, n := range sizes {
+		lo, hi = min(lo, n), max(hi, n)
+		if n == 0 {
+			empty++
+		}
+	}
+	return lo, hi, empty
 }
 
 // CheckImportable accepts an inner-product index whose ids are rows of a
@@ -256,6 +276,12 @@ func CheckImportable(ix Index, name string, encDim int) error {
 	case *Flat:
 		return check(v.ids)
 	case *IVF:
+		for l := range v.lists {
+			if err := check(v.lists[l].ids); err != nil {
+				return err
+			}
+		}
+	case *IVFPQ:
 		for l := range v.lists {
 			if err := check(v.lists[l].ids); err != nil {
 				return err

@@ -163,17 +163,8 @@ func (ix *IVF) Train(x []float32) error {
 	if n < ix.nlist {
 		return fmt.Errorf("train: %d vectors for %d lists (need at least one per list)", n, ix.nlist)
 	}
-	km := ix.kmeans
-	km.Progress = ix.progress
-	res, err := KMeans(x, ix.d, ix.nlist, km)
+	q, err := trainCoarse(x, ix.d, ix.nlist, ix.metric, ix.kmeans, ix.progress)
 	if err != nil {
-		return fmt.Errorf("train: %w", err)
-	}
-	q, err := NewFlat(ix.d, ix.metric, F32)
-	if err != nil {
-		return err
-	}
-	if err := q.Add(nil, res.Centroids); err != nil {
 		return err
 	}
 	if ix.enc == SQ8 {
@@ -199,6 +190,25 @@ func (ix *IVF) Train(x []float32) error {
 	}
 	ix.quantizer = q
 	return nil
+}
+
+// trainCoarse learns an IVF's coarse quantizer: a Flat index of the
+// nlist k-means centroids of x (km.Metric and Spherical already set for
+// the index's metric).
+func trainCoarse(x []float32, d, nlist int, m Metric, km KMeansOptions, progress io.Writer) (*Flat, error) {
+	km.Progress = progress
+	res, err := KMeans(x, d, nlist, km)
+	if err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	q, err := NewFlat(d, m, F32)
+	if err != nil {
+		return nil, err
+	}
+	if err := q.Add(nil, res.Centroids); err != nil {
+		return nil, err
+	}
+	return q, nil
 }
 
 func subtract(dst, a, b []float32) {

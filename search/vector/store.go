@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 
 	"github.com/cas-engine/cas/internal/atomicfile"
+	"github.com/cas-engine/cas/internal/relpath"
 	"github.com/cas-engine/cas/tensor"
 )
 
@@ -32,7 +34,10 @@ import (
 // (int64, optional for flat), "norms" (float32 ‖x̂‖², L2 only), "sq_min"
 // and "sq_scale" (float32 × d, SQ8 only) and, for IVF, "centroids"
 // (float32 nlist × d) and "list_offsets" (uint64 × nlist+1: list l holds
-// rows [off[l], off[l+1]) of codes, ids and norms). Sections are 64-byte
+// rows [off[l], off[l+1]) of codes, ids and norms). An IVF-PQ file (kind
+// "ivfpq", encoding "pq8") has M-byte "codes" per vector, "ids",
+// "centroids", "list_offsets" and "pq_centroids" (float32 M × 256 × d/M,
+// FAISS's ProductQuantizer layout). Sections are 64-byte
 // aligned so that opening maps the file and uses the vectors in place.
 const (
 	casMagic   = "CASINDEX"
@@ -46,7 +51,7 @@ const (
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 type casHeader struct {
-	Kind     string       `json:"kind"` // "flat" | "ivf"
+	Kind     string       `json:"kind"` // "flat" | "ivf" | "ivfpq"
 	Metric   string       `json:"metric"`
 	Encoding string       `json:"encoding"`
 	Dim      int          `json:"dim"`
@@ -54,6 +59,11 @@ type casHeader struct {
 	NList    int          `json:"nlist,omitempty"`
 	NProbe   int          `json:"nprobe,omitempty"`
 	Residual bool         `json:"residual,omitempty"`
+	// IVF-PQ: sub-quantizers, default re-rank depth, and the F32 vectors
+	// the re-rank reads (relative to the file's folder when inside it).
+	PQM      int          `json:"pq_m,omitempty"`
+	Rerank   int          `json:"rerank,omitempty"`
+	Refine   string       `json:"refine,omitempty"`
 	Sections []casSection `json:"sections"`
 }
 
@@ -88,6 +98,11 @@ func WriteIndexFile(ix Index, path string) error {
 	h, secs, err := casSections(ix)
 	if err != nil {
 		return fmt.Errorf("save index %s: %w", path, err)
+	}
+	if v, ok := ix.(*IVFPQ); ok {
+		if h.Refine, err = relpath.Store(filepath.Dir(path), "", v.refinePath); err != nil {
+			return fmt.Errorf("save index %s: %w", path, err)
+		}
 	}
 	var off int64
 	for _, s := range secs {
@@ -184,8 +199,28 @@ func casSections(ix Index) (*casHeader, []sectionData, error) {
 			secs = append(secs, sectionData{"sq_min", [][]byte{bytesOf(v.sq.Min)}}, sectionData{"sq_scale", [][]byte{bytesOf(v.sq.Scale)}})
 		}
 		return h, secs, nil
+	case *IVFPQ:
+		if !v.IsTrained() {
+			return nil, nil, ErrNotTrained
+		}
+		h := &casHeader{Kind: "ivfpq", Metric: v.metric.String(), Encoding: pqEncoding, Dim: v.d, Count: int64(v.ntotal),
+			NList: v.nlist, NProbe: v.nprobe, Residual: true, PQM: v.pq.m, Rerank: v.rerank}
+		offs := make([]uint64, v.nlist+1)
+		var codes, ids [][]byte
+		for l := range v.lists {
+			li := &v.lists[l]
+			offs[l+1] = offs[l] + uint64(len(li.ids))
+			codes = append(codes, li.codes)
+			ids = append(ids, bytesOf(li.ids))
+		}
+		return h, []sectionData{
+			{"codes", codes}, {"ids", ids},
+			{"centroids", [][]byte{bytesOf(v.quantizer.codes.f32)}},
+			{"list_offsets", [][]byte{bytesOf(offs)}},
+			{"pq_centroids", [][]byte{bytesOf(v.pq.cent)}},
+		}, nil
 	}
-	return nil, nil, fmt.Errorf("cannot save a %T (only *Flat and *IVF)", ix)
+	return nil, nil, fmt.Errorf("cannot save a %T (only *Flat, *IVF and *IVFPQ)", ix)
 }
 
 func codesBytes(c *vecCodes) []byte {
@@ -249,6 +284,12 @@ func OpenIndex(path string, opt *IndexLoadOptions) (Index, error) {
 		return nil, fmt.Errorf("open index %s: %w", path, err)
 	}
 	setCloser(ix, release)
+	if v, ok := ix.(*IVFPQ); ok && v.refinePath != "" {
+		if err := v.openRefine(filepath.Dir(path)); err != nil {
+			ix.Close()
+			return nil, fmt.Errorf("open index %s: %w", path, err)
+		}
+	}
 	return ix, nil
 }
 
@@ -257,6 +298,8 @@ func setCloser(ix Index, c func() error) {
 	case *Flat:
 		v.closer = c
 	case *IVF:
+		v.closer = c
+	case *IVFPQ:
 		v.closer = c
 	}
 }
@@ -295,8 +338,12 @@ func decodeCAS(b []byte, opt *IndexLoadOptions) (Index, error) {
 	if err != nil {
 		return nil, fmt.Errorf("header: %w", err)
 	}
-	enc, err := ParseEncoding(h.Encoding)
-	if err != nil {
+	var enc Encoding // F32 for ivfpq, whose codes are PQ bytes
+	if h.Kind == "ivfpq" {
+		if h.Encoding != pqEncoding {
+			return nil, fmt.Errorf("header: an ivfpq index has encoding %q, want %q", h.Encoding, pqEncoding)
+		}
+	} else if enc, err = ParseEncoding(h.Encoding); err != nil {
 		return nil, fmt.Errorf("header: %w", err)
 	}
 	d := h.Dim
@@ -329,10 +376,25 @@ func decodeCAS(b []byte, opt *IndexLoadOptions) (Index, error) {
 		want["ids"] = h.Count * 8
 		want["centroids"] = int64(h.NList) * int64(d) * 4
 		want["list_offsets"] = int64(h.NList+1) * 8
+	case "ivfpq":
+		if h.NList <= 0 || h.NList > 1<<24 {
+			return nil, fmt.Errorf("header: nlist %d outside 1…%d", h.NList, 1<<24)
+		}
+		if h.PQM <= 0 || d%h.PQM != 0 || !h.Residual {
+			return nil, fmt.Errorf("header: ivfpq with %d sub-quantizers for d %d (residual %v)", h.PQM, d, h.Residual)
+		}
+		want["codes"] = h.Count * int64(h.PQM)
+		want["ids"] = h.Count * 8
+		want["centroids"] = int64(h.NList) * int64(d) * 4
+		want["list_offsets"] = int64(h.NList+1) * 8
+		want["pq_centroids"] = int64(d) * pqK * 4
 	default:
 		return nil, fmt.Errorf("header: unknown kind %q", h.Kind)
 	}
-	if metric == L2 {
+	if h.Kind != "ivfpq" && (h.PQM != 0 || h.Rerank != 0 || h.Refine != "") {
+		return nil, fmt.Errorf("header: pq_m, rerank and refine belong to an ivfpq index, not %q", h.Kind)
+	}
+	if metric == L2 && h.Kind != "ivfpq" {
 		want["norms"] = h.Count * 4
 	}
 	if enc == SQ8 {
@@ -366,6 +428,9 @@ func decodeCAS(b []byte, opt *IndexLoadOptions) (Index, error) {
 		}
 	}
 
+	if h.Kind == "ivfpq" {
+		return decodeIVFPQ(&h, sec, metric)
+	}
 	codes := vecCodes{enc: enc, d: d, n: n}
 	switch enc {
 	case F32:
@@ -397,19 +462,9 @@ func decodeCAS(b []byte, opt *IndexLoadOptions) (Index, error) {
 	if h.Kind == "flat" {
 		return &Flat{d: d, metric: metric, codes: codes, sq: sq, ids: ids, norms: norms}, nil
 	}
-	offs := viewAs[uint64](sec["list_offsets"])
-	if offs[0] != 0 || offs[h.NList] != uint64(n) {
-		return nil, fmt.Errorf("list offsets run from %d to %d, expected 0 to %d", offs[0], offs[h.NList], n)
-	}
-	for l := range h.NList {
-		if offs[l+1] < offs[l] {
-			return nil, fmt.Errorf("list offsets decrease at list %d", l)
-		}
-	}
-	q := &Flat{d: d, metric: metric, codes: vecCodes{enc: F32, d: d, n: h.NList, f32: viewAs[float32](sec["centroids"])}}
-	if metric == L2 {
-		q.norms = make([]float32, h.NList)
-		tensor.SquaredNorms(q.norms, q.codes.f32, d)
+	offs, q, err := casLists(&h, sec, metric)
+	if err != nil {
+		return nil, err
 	}
 	ix := &IVF{d: d, nlist: h.NList, metric: metric, enc: enc, residual: h.Residual,
 		nprobe: min(max(1, h.NProbe), h.NList), quantizer: q, sq: sq, ntotal: n}
@@ -424,6 +479,59 @@ func decodeCAS(b []byte, opt *IndexLoadOptions) (Index, error) {
 		if norms != nil {
 			li.norms = norms[lo:hi:hi]
 		}
+	}
+	return ix, nil
+}
+
+// casLists checks the list offsets of an IVF or IVF-PQ file (rising from 0
+// to the count) and builds its coarse quantizer over the centroids.
+func casLists(h *casHeader, sec map[string][]byte, metric Metric) ([]uint64, *Flat, error) {
+	d, n := h.Dim, uint64(h.Count)
+	offs := viewAs[uint64](sec["list_offsets"])
+	if offs[0] != 0 || offs[h.NList] != n {
+		return nil, nil, fmt.Errorf("list offsets run from %d to %d, expected 0 to %d", offs[0], offs[h.NList], n)
+	}
+	for l := range h.NList {
+		if offs[l+1] < offs[l] {
+			return nil, nil, fmt.Errorf("list offsets decrease at list %d", l)
+		}
+	}
+	q := &Flat{d: d, metric: metric, codes: vecCodes{enc: F32, d: d, n: h.NList, f32: viewAs[float32](sec["centroids"])}}
+	if metric == L2 {
+		q.norms = make([]float32, h.NList)
+		tensor.SquaredNorms(q.norms, q.codes.f32, d)
+	}
+	return offs, q, nil
+}
+
+// decodeIVFPQ builds an IVF-PQ index over the sections of a cas file.
+func decodeIVFPQ(h *casHeader, sec map[string][]byte, metric Metric) (*IVFPQ, error) {
+	offs, q, err := casLists(h, sec, metric)
+	if err != nil {
+		return nil, err
+	}
+	pq, err := newPQ(h.Dim, h.PQM)
+	if err != nil {
+		return nil, err
+	}
+	pq.cent = viewAs[float32](sec["pq_centroids"])
+	for i, v := range pq.cent {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return nil, fmt.Errorf("pq centroid component %d is not finite", i)
+		}
+	}
+	if h.Rerank < 0 {
+		return nil, fmt.Errorf("header: rerank %d", h.Rerank)
+	}
+	ix := &IVFPQ{d: h.Dim, nlist: h.NList, metric: metric, nprobe: min(max(1, h.NProbe), h.NList), rerank: h.Rerank,
+		quantizer: q, pq: pq, ntotal: int(h.Count), refinePath: h.Refine, lists: make([]pqList, h.NList)}
+	ix.kmeans.Metric = metric
+	ix.kmeans.Spherical = metric == InnerProduct
+	codes := sec["codes"]
+	ids := viewAs[int64](sec["ids"])
+	for l := range ix.lists {
+		lo, hi := int(offs[l]), int(offs[l+1])
+		ix.lists[l] = pqList{codes: codes[lo*h.PQM : hi*h.PQM : hi*h.PQM], ids: ids[lo:hi:hi]}
 	}
 	return ix, nil
 }
