@@ -51,6 +51,12 @@ type ImportOptions struct {
 	TrainSize int
 	KMeans    vector.KMeansOptions
 	Chunk     int // vectors per streamed chunk (default 16,384)
+	// PQ > 0 (with NList) makes the IVF an IVF-PQ of PQ bytes per vector
+	// (vector.IVFPQ); Rerank > 0 re-scores that many ADC candidates per
+	// query exactly from the FAISS file, which the folder then keeps
+	// reading (memory-mapped) for the re-rank.
+	PQ     int
+	Rerank int
 }
 
 func (o ImportOptions) converts() bool { return o.Encoding != vector.F32 || o.NList > 0 }
@@ -90,6 +96,16 @@ func ImportFAISSFolder(ctx context.Context, faissPath, corpusPath, dir string, o
 	n, d := ix.Len(), ix.Dim()
 	if err := vector.CheckImportable(ix, faissPath, opt.EncoderDim); err != nil {
 		return FolderSettings{}, err
+	}
+	switch {
+	case opt.PQ > 0 && opt.NList <= 0:
+		return FolderSettings{}, errors.New("import: --pq needs --ivf NLIST (IVF-PQ)")
+	case opt.PQ > 0 && opt.Encoding != vector.F32:
+		return FolderSettings{}, errors.New("import: --pq codes the vectors itself; drop --f16/--sq8")
+	case opt.Rerank > 0 && opt.PQ <= 0:
+		return FolderSettings{}, errors.New("import: --rerank re-ranks IVF-PQ candidates; give --ivf NLIST --pq M")
+	case opt.PQ > 0 && d%opt.PQ != 0:
+		return FolderSettings{}, fmt.Errorf("import: --pq %d must divide the dimension %d (bytes per vector, d/M components each)", opt.PQ, d)
 	}
 	src, isFlat := ix.(*vector.Flat)
 	if opt.converts() && (!isFlat || src.Encoding() != vector.F32) {
@@ -144,7 +160,10 @@ func ImportFAISSFolder(ctx context.Context, faissPath, corpusPath, dir string, o
 			return FolderSettings{}, fmt.Errorf("import: %w", err)
 		}
 		spec := vector.ConvertOptions{Encoding: opt.Encoding, NList: opt.NList, NProbe: opt.NProbe, TrainSize: opt.TrainSize,
-			KMeans: opt.KMeans, Chunk: opt.Chunk, Progress: opt.Progress, Release: vector.ReleaseMapped}
+			KMeans: opt.KMeans, Chunk: opt.Chunk, Progress: opt.Progress, Release: vector.ReleaseMapped, PQ: opt.PQ, Rerank: opt.Rerank}
+		if opt.Rerank > 0 {
+			spec.RefinePath = absFAISS
+		}
 		if err := vector.Convert(ctx, src, filepath.Join(vectors, vector.FileName), spec); err != nil {
 			cleanup()
 			if ctx.Err() != nil {

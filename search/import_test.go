@@ -277,14 +277,17 @@ func TestImportConvert(t *testing.T) {
 	writeTestCorpus(t, corpus, n)
 	km := vector.KMeansOptions{Iterations: 4, Seed: 5, Threads: 2}
 	for _, tc := range []struct {
-		name  string
-		enc   vector.Encoding
-		nlist int
-	}{{"f16", vector.F16, 0}, {"sq8", vector.SQ8, 0}, {"ivf16-sq8", vector.SQ8, 16}} {
+		name       string
+		enc        vector.Encoding
+		nlist, pq  int
+		rerank     int
+		wantEncode string
+	}{{"f16", vector.F16, 0, 0, 0, "f16"}, {"sq8", vector.SQ8, 0, 0, 0, "sq8"}, {"ivf16-sq8", vector.SQ8, 16, 0, 0, "sq8"},
+		{"ivf16-pq4", vector.F32, 16, 4, 20, "pq8"}} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(work, tc.name)
 			s, err := ImportFAISSFolder(context.Background(), faissPath, corpus, dir, ImportOptions{
-				Encoding: tc.enc, NList: tc.nlist, NProbe: 3, KMeans: km, Chunk: 999, TrainSize: 1000})
+				Encoding: tc.enc, NList: tc.nlist, NProbe: 3, KMeans: km, Chunk: 999, TrainSize: 1000, PQ: tc.pq, Rerank: tc.rerank})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -297,7 +300,8 @@ func TestImportConvert(t *testing.T) {
 			}
 			info := vector.Describe(got)
 			got.Close()
-			if info.Count != n || info.Encoding != tc.enc.String() || info.NList != tc.nlist || (tc.nlist > 0 && info.NProbe != 3) {
+			if info.Count != n || info.Encoding != tc.wantEncode || info.NList != tc.nlist || (tc.nlist > 0 && info.NProbe != 3) ||
+				info.PQM != tc.pq || info.Rerank != tc.rerank || (tc.rerank > 0) != (info.Refine == faissPath) {
 				t.Errorf("converted index %+v", info)
 			}
 			// Passage 5's own vector as the query finds passage 5.
@@ -313,6 +317,25 @@ func TestImportConvert(t *testing.T) {
 				t.Fatalf("retrieve: %v %v", hits, err)
 			}
 		})
+	}
+	// IVF-PQ flags that do not fit together are refused before anything is
+	// written.
+	for _, c := range []struct {
+		opt  ImportOptions
+		want string
+	}{
+		{ImportOptions{PQ: 4}, "--pq needs --ivf"},
+		{ImportOptions{NList: 4, PQ: 4, Encoding: vector.SQ8}, "drop --f16/--sq8"},
+		{ImportOptions{Rerank: 10}, "--rerank re-ranks IVF-PQ"},
+		{ImportOptions{NList: 4, PQ: 5}, "must divide the dimension 16"},
+	} {
+		out := filepath.Join(work, "refused")
+		if _, err := ImportFAISSFolder(context.Background(), faissPath, corpus, out, c.opt); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: error %v, want %q", c.opt, err, c.want)
+		}
+		if _, err := os.Stat(out); !os.IsNotExist(err) {
+			t.Errorf("%+v: left %s", c.opt, out)
+		}
 	}
 	// A converted import that fails (here: more lists than vectors) leaves
 	// nothing; so does an interrupted one.

@@ -302,6 +302,8 @@ func TestIndexImportEndToEnd(t *testing.T) {
 		{[]string{"--f16"}, 0.99},
 		{[]string{"--sq8"}, 0.95},
 		{[]string{"--ivf", "8", "--sq8", "--nprobe", "8"}, 0.95},
+		// IVF-PQ: 16 bytes per vector, the 50 best re-scored from the FAISS file.
+		{[]string{"--ivf", "4", "--pq", "16", "--rerank", "50", "--nprobe", "4"}, 0.99},
 	} {
 		out := "conv" + strings.Join(tc.flags, "")
 		args := append([]string{"index", "import", "--faiss", "e5_Flat.index", "--corpus", "wiki.jsonl", "--encoder", encoder, "--tokenizer", tok, "--out", out}, tc.flags...)

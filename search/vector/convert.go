@@ -14,6 +14,7 @@ import (
 	"slices"
 
 	"github.com/cas-engine/cas/internal/meter"
+	"github.com/cas-engine/cas/internal/relpath"
 )
 
 // Converting imports. search.ImportFAISSFolder can re-encode the F32 vectors of a
@@ -137,7 +138,15 @@ type ConvertOptions struct {
 	TrainSize int
 	KMeans    KMeansOptions
 	Chunk     int
-	Progress  io.Writer // progress bars (nil: silent)
+	// PQ > 0 makes the IVF an IVF-PQ of PQ sub-quantizers (bytes per
+	// vector; Encoding is then ignored), trained on TrainSize vectors
+	// (default max(256·NList, 65,536)). Rerank is its default exact
+	// re-rank depth and RefinePath the F32 file the re-rank reads
+	// (recorded in the header; normally the source FAISS file).
+	PQ         int
+	Rerank     int
+	RefinePath string
+	Progress   io.Writer // progress bars (nil: silent)
 	// Release drops the source's pages once read (ReleaseMapped for an
 	// index memory-mapped by OpenIndex; nil: keep them).
 	Release func([]float32)
@@ -151,6 +160,12 @@ func Convert(ctx context.Context, src *Flat, path string, spec ConvertOptions) e
 	}
 	if spec.Chunk <= 0 {
 		spec.Chunk = 16384
+	}
+	if spec.PQ > 0 && spec.NList <= 0 {
+		return errors.New("convert: product quantization needs inverted lists (--pq with --ivf NLIST)")
+	}
+	if spec.RefinePath != "" && src.ids != nil {
+		return errors.New("convert: the re-rank reads vector i at row i; this flat index has its own ids (an IndexIDMap)")
 	}
 	if spec.Release == nil {
 		spec.Release = func([]float32) {}
@@ -253,19 +268,38 @@ func convertIVF(ctx context.Context, src *Flat, path string, spec ConvertOptions
 	if spec.NList > n {
 		return fmt.Errorf("convert: --ivf %d lists for %d vectors (at most one list per vector)", spec.NList, n)
 	}
-	ix, err := NewIVF(d, spec.NList, IVFOptions{Metric: src.metric, Encoding: spec.Encoding, NProbe: spec.NProbe, KMeans: spec.KMeans, Progress: spec.Progress})
-	if err != nil {
-		return err
-	}
 	m := spec.TrainSize
 	if m <= 0 {
 		m = 256 * spec.NList
+		if spec.PQ > 0 {
+			m = max(m, pqTrainSample)
+		}
 	}
-	sample := trainingSample(src, max(m, spec.NList), spec.Release)
-	if err := ix.Train(sample); err != nil {
-		return fmt.Errorf("convert: %w", err)
+	var (
+		ix  *IVF
+		pqx *IVFPQ
+		q   *Flat
+		bp  int64 // code bytes per vector
+	)
+	if spec.PQ > 0 {
+		var err error
+		if pqx, err = NewIVFPQ(d, spec.NList, IVFPQOptions{Metric: src.metric, M: spec.PQ, NProbe: spec.NProbe, Rerank: spec.Rerank, KMeans: spec.KMeans, Progress: spec.Progress}); err != nil {
+			return fmt.Errorf("convert: %w", err)
+		}
+		if err := pqx.Train(trainingSample(src, max(m, spec.NList, pqK), spec.Release)); err != nil {
+			return fmt.Errorf("convert: %w", err)
+		}
+		q, bp = pqx.quantizer, int64(spec.PQ)
+	} else {
+		var err error
+		if ix, err = NewIVF(d, spec.NList, IVFOptions{Metric: src.metric, Encoding: spec.Encoding, NProbe: spec.NProbe, KMeans: spec.KMeans, Progress: spec.Progress}); err != nil {
+			return err
+		}
+		if err := ix.Train(trainingSample(src, max(m, spec.NList), spec.Release)); err != nil {
+			return fmt.Errorf("convert: %w", err)
+		}
+		q, bp = ix.quantizer, int64(d)*int64(spec.Encoding.bytesPer())
 	}
-	q := ix.quantizer
 	assign := make([]int32, n)
 	sizes := make([]uint64, spec.NList)
 	bar := meter.NewCount(spec.Progress, int64(n), "assign lists")
@@ -293,8 +327,11 @@ func convertIVF(ctx context.Context, src *Flat, path string, spec ConvertOptions
 		offs[l+1] = offs[l] + s
 	}
 	names := []string{"codes", "ids", "centroids", "list_offsets"}
-	lengths := []int64{int64(n) * int64(d) * int64(spec.Encoding.bytesPer()), int64(n) * 8, int64(spec.NList) * int64(d) * 4, int64(spec.NList+1) * 8}
-	if spec.Encoding == SQ8 {
+	lengths := []int64{int64(n) * bp, int64(n) * 8, int64(spec.NList) * int64(d) * 4, int64(spec.NList+1) * 8}
+	switch {
+	case pqx != nil:
+		names, lengths = append(names, "pq_centroids"), append(lengths, int64(d)*pqK*4)
+	case spec.Encoding == SQ8:
 		names, lengths = append(names, "sq_min", "sq_scale"), append(lengths, int64(d)*4, int64(d)*4)
 	}
 	w, err := createCASStream(path, names, lengths)
@@ -306,12 +343,17 @@ func convertIVF(ctx context.Context, src *Flat, path string, spec ConvertOptions
 		return err
 	}
 	cursor := append([]uint64(nil), offs[:spec.NList]...)
-	bp := int64(d) * int64(spec.Encoding.bytesPer())
 	res := make([]float32, d)
 	codes := newVecCodes(spec.Encoding, d)
 	var ids []byte
+	var pqRes []float32 // PQ: the chunk's residuals, then their codes
+	var pqCodes []uint8
 	order := make([]int, 0, spec.Chunk)
-	bar = meter.NewCount(spec.Progress, int64(n), "write lists ("+spec.Encoding.String()+")")
+	desc := "write lists (" + spec.Encoding.String() + ")"
+	if pqx != nil {
+		desc = fmt.Sprintf("write lists (pq%d)", spec.PQ)
+	}
+	bar = meter.NewCount(spec.Progress, int64(n), desc)
 	defer bar.Finish()
 	for lo := 0; lo < n; lo += spec.Chunk {
 		if err := ctx.Err(); err != nil {
@@ -325,6 +367,17 @@ func convertIVF(ctx context.Context, src *Flat, path string, spec ConvertOptions
 			order = append(order, j)
 		}
 		slices.SortStableFunc(order, func(a, b int) int { return int(assign[a]) - int(assign[b]) })
+		if pqx != nil {
+			// PQ codes of the residuals, in list order, one GEMM per
+			// sub-space for the whole chunk.
+			pqRes = growFloats(pqRes, len(order)*d)
+			for a, j := range order {
+				l := int(assign[j])
+				subtract(pqRes[a*d:(a+1)*d], src.codes.f32[j*d:(j+1)*d], q.codes.f32[l*d:(l+1)*d])
+			}
+			pqCodes = slices.Grow(pqCodes[:0], len(order)*spec.PQ)[:len(order)*spec.PQ]
+			pqx.pq.encode(pqCodes, pqRes[:len(order)*d], spec.KMeans.Threads)
+		}
 		for a := 0; a < len(order); {
 			l := assign[order[a]]
 			b := a
@@ -332,17 +385,24 @@ func convertIVF(ctx context.Context, src *Flat, path string, spec ConvertOptions
 			ids = ids[:0]
 			for ; b < len(order) && assign[order[b]] == l; b++ {
 				j := order[b]
+				ids = binary.LittleEndian.AppendUint64(ids, uint64(src.ID(j)))
+				if pqx != nil {
+					continue
+				}
 				v := src.codes.f32[j*d : (j+1)*d]
 				if ix.residual {
 					subtract(res, v, q.codes.f32[int(l)*d:(int(l)+1)*d])
 					v = res
 				}
 				codes.appendVectors(v, ix.sq)
-				ids = binary.LittleEndian.AppendUint64(ids, uint64(src.ID(j)))
+			}
+			cb := codesBytes(&codes)
+			if pqx != nil {
+				cb = pqCodes[a*spec.PQ : b*spec.PQ]
 			}
 			pos := cursor[l]
 			cursor[l] += uint64(b - a)
-			if err := errors.Join(w.writeAt(0, int64(pos)*bp, codesBytes(&codes)), w.writeAt(1, int64(pos)*8, ids)); err != nil {
+			if err := errors.Join(w.writeAt(0, int64(pos)*bp, cb), w.writeAt(1, int64(pos)*8, ids)); err != nil {
 				return fail(err)
 			}
 			a = b
@@ -352,6 +412,17 @@ func convertIVF(ctx context.Context, src *Flat, path string, spec ConvertOptions
 	}
 	if err := errors.Join(w.writeAt(2, 0, bytesOf(q.codes.f32)), w.writeAt(3, 0, bytesOf(offs))); err != nil {
 		return fail(err)
+	}
+	if pqx != nil {
+		if err := w.writeAt(4, 0, bytesOf(pqx.pq.cent)); err != nil {
+			return fail(err)
+		}
+		refine, err := relpath.Store(filepath.Dir(path), "", spec.RefinePath)
+		if err != nil {
+			return fail(err)
+		}
+		return w.finish(&casHeader{Kind: "ivfpq", Metric: src.metric.String(), Encoding: pqEncoding, Dim: d, Count: int64(n),
+			NList: spec.NList, NProbe: pqx.nprobe, Residual: true, PQM: spec.PQ, Rerank: pqx.rerank, Refine: refine})
 	}
 	if spec.Encoding == SQ8 {
 		if err := errors.Join(w.writeAt(4, 0, bytesOf(ix.sq.Min)), w.writeAt(5, 0, bytesOf(ix.sq.Scale))); err != nil {

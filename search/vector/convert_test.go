@@ -43,16 +43,19 @@ func TestConvert(t *testing.T) {
 		nlist     int
 		nprobe    []int
 		minRecall []float64
+		pq        int // > 0: IVF-PQ with that many sub-quantizers, re-ranking 100 from the source
 	}{
-		{"f16", F16, 0, []int{0}, []float64{0.99}},
-		{"sq8", SQ8, 0, []int{0}, []float64{0.97}},
-		{"ivf64-sq8", SQ8, 64, []int{64, 16, 4}, []float64{0.97, 0.95, 0.65}},
-		{"ivf32-f16", F16, 32, []int{32}, []float64{0.99}},
+		{"f16", F16, 0, []int{0}, []float64{0.99}, 0},
+		{"sq8", SQ8, 0, []int{0}, []float64{0.97}, 0},
+		{"ivf64-sq8", SQ8, 64, []int{64, 16, 4}, []float64{0.97, 0.95, 0.65}, 0},
+		{"ivf32-f16", F16, 32, []int{32}, []float64{0.99}, 0},
+		{"ivf32-pq8", F32, 32, []int{32, 8}, []float64{0.86, 0.85}, 8},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(work, tc.name+".cas")
 			err := Convert(context.Background(), src, path, ConvertOptions{
-				Encoding: tc.enc, NList: tc.nlist, NProbe: 3, KMeans: km, Chunk: 999, TrainSize: 5000, Release: ReleaseMapped})
+				Encoding: tc.enc, NList: tc.nlist, NProbe: 3, KMeans: km, Chunk: 999, TrainSize: 5000, Release: ReleaseMapped,
+				PQ: tc.pq, Rerank: 100, RefinePath: faissPath})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -64,17 +67,33 @@ func TestConvert(t *testing.T) {
 			// The same index built in memory from the same sample.
 			var ref Index
 			sample := trainingSample(exact, 5000, func([]float32) {})
-			if tc.nlist > 0 {
+			switch {
+			case tc.pq > 0:
+				ivfpq, _ := NewIVFPQ(d, tc.nlist, IVFPQOptions{Metric: InnerProduct, M: tc.pq, NProbe: 3, Rerank: 100, KMeans: km})
+				ref = ivfpq
+			case tc.nlist > 0:
 				ivf, _ := NewIVF(d, tc.nlist, IVFOptions{Metric: InnerProduct, Encoding: tc.enc, NProbe: 3, KMeans: km})
 				ref = ivf
-			} else {
+			default:
 				ref, _ = NewFlat(d, InnerProduct, tc.enc)
 			}
 			if err := ref.Train(sample); err != nil {
 				t.Fatal(err)
 			}
 			ref.Add(nil, base)
-			if info := Describe(got); info.Count != n || info.Encoding != tc.enc.String() || info.NList != tc.nlist || (tc.nlist > 0 && info.NProbe != 3) {
+			wantEnc := tc.enc.String()
+			if tc.pq > 0 {
+				// The converted index re-ranks from the source file, the
+				// reference from the same vectors in memory.
+				if err := ref.(*IVFPQ).SetRefine(exact, ""); err != nil {
+					t.Fatal(err)
+				}
+				wantEnc = pqEncoding
+				if info := Describe(got); info.PQM != tc.pq || info.Rerank != 100 || info.Refine != faissPath {
+					t.Errorf("converted index %+v", info)
+				}
+			}
+			if info := Describe(got); info.Count != n || info.Encoding != wantEnc || info.NList != tc.nlist || (tc.nlist > 0 && info.NProbe != 3) {
 				t.Errorf("converted index %+v", info)
 			}
 			for i, np := range tc.nprobe {
@@ -109,8 +128,8 @@ func TestConvert(t *testing.T) {
 		if _, serr := os.Stat(out); !os.IsNotExist(serr) {
 			t.Errorf("%+v: %s left behind", opt, out)
 		}
-		if entries, _ := os.ReadDir(work); len(entries) != 1+4 {
-			t.Errorf("%+v: %d entries in %s, want the source and 4 converted files", opt, len(entries), work)
+		if entries, _ := os.ReadDir(work); len(entries) != 1+5 {
+			t.Errorf("%+v: %d entries in %s, want the source and 5 converted files", opt, len(entries), work)
 		}
 	}
 }

@@ -477,7 +477,8 @@ func (r *faissReader) ivfPQ(depth int, legacy bool) *IVFPQ {
 	ix.kmeans.Metric = h.metric
 	ix.kmeans.Spherical = h.metric == InnerProduct
 	for l := range ix.lists {
-		ix.lists[l] = pqList{codes: codes[l], ids: viewAs[int64](ids[l])}
+		c := codes[l]
+		ix.lists[l] = pqList{codes: c[:len(c):len(c)], ids: viewAs[int64](ids[l])} // capped: Add copies, never writes the map
 	}
 	return ix
 }

@@ -70,7 +70,7 @@ func TestWriteFAISSRoundTrip(t *testing.T) {
 	d := 12
 	q := vectest.LowRank(6, d, 3, 37)
 	cases := storeCases(t)
-	for _, name := range []string{"flat/ip/f32", "flat/l2/f32", "ivf/ip/f32", "ivf/l2/f32", "flat/ids"} {
+	for _, name := range []string{"flat/ip/f32", "flat/l2/f32", "ivf/ip/f32", "ivf/l2/f32", "flat/ids", "ivfpq/ip"} {
 		ix := cases[name]
 		p := filepath.Join(t.TempDir(), "x.faiss")
 		if err := WriteFAISS(ix, p); err != nil {
@@ -100,7 +100,7 @@ func TestWriteFAISSRoundTrip(t *testing.T) {
 func faissSeeds(t testing.TB) [][]byte {
 	cases := fuzzCases(t)
 	var out [][]byte
-	for _, name := range []string{"flat/ip/f32", "flat/l2/f32", "ivf/ip/f32", "ivf/l2/f32", "flat/ids"} {
+	for _, name := range []string{"flat/ip/f32", "flat/l2/f32", "ivf/ip/f32", "ivf/l2/f32", "flat/ids", "ivfpq/ip"} {
 		var buf bytes.Buffer
 		if err := writeFAISSIndex(&buf, cases[name]); err != nil {
 			t.Fatal(err)

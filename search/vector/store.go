@@ -51,14 +51,14 @@ const (
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 type casHeader struct {
-	Kind     string       `json:"kind"` // "flat" | "ivf" | "ivfpq"
-	Metric   string       `json:"metric"`
-	Encoding string       `json:"encoding"`
-	Dim      int          `json:"dim"`
-	Count    int64        `json:"count"`
-	NList    int          `json:"nlist,omitempty"`
-	NProbe   int          `json:"nprobe,omitempty"`
-	Residual bool         `json:"residual,omitempty"`
+	Kind     string `json:"kind"` // "flat" | "ivf" | "ivfpq"
+	Metric   string `json:"metric"`
+	Encoding string `json:"encoding"`
+	Dim      int    `json:"dim"`
+	Count    int64  `json:"count"`
+	NList    int    `json:"nlist,omitempty"`
+	NProbe   int    `json:"nprobe,omitempty"`
+	Residual bool   `json:"residual,omitempty"`
 	// IVF-PQ: sub-quantizers, default re-rank depth, and the F32 vectors
 	// the re-rank reads (relative to the file's folder when inside it).
 	PQM      int          `json:"pq_m,omitempty"`

@@ -38,6 +38,11 @@ func storeCases(t testing.TB) map[string]Index {
 	out["flat/ids"] = g
 	e, _ := NewFlat(d, InnerProduct, F16)
 	out["flat/empty"] = e
+	for _, m := range []Metric{InnerProduct, L2} {
+		pq := buildIVFPQ(t, x, d, 8, 4, m)
+		pq.SetNProbe(3)
+		out[fmt.Sprintf("ivfpq/%v", m)] = pq
+	}
 	return out
 }
 
@@ -193,11 +198,13 @@ func fuzzCases(t testing.TB) map[string]Index {
 	g, _ := NewFlat(4, InnerProduct, F32)
 	g.Add([]int64{5, 6, 7}, x[:12])
 	out["flat/ids"] = g
+	// IVF-PQ trains 256 codes per sub-quantizer: 260 vectors, 2 lists.
+	out["ivfpq/ip"] = buildIVFPQ(t, vectest.LowRank(260, 4, 2, 43), 4, 2, 2, InnerProduct)
 	return out
 }
 
 func FuzzDecodeCAS(f *testing.F) {
-	for _, name := range []string{"flat/ip/f32", "flat/l2/sq8", "ivf/ip/f16", "ivf/l2/sq8", "flat/ids"} {
+	for _, name := range []string{"flat/ip/f32", "flat/l2/sq8", "ivf/ip/f16", "ivf/l2/sq8", "flat/ids", "ivfpq/ip"} {
 		f.Add(savedBytes(f, fuzzCases(f)[name]))
 	}
 	f.Add([]byte(casMagic))
