@@ -18,7 +18,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cas-engine/cas/search"
+	"github.com/cas-engine/cas/search/vector"
 	"github.com/cas-engine/cas/tensor"
 	"github.com/viterin/vek/vek32"
 )
@@ -113,11 +113,11 @@ type IVFPoint struct {
 func RunIndex(opt IndexOptions) (*IndexReport, error) {
 	opt.defaults()
 	d := opt.Dim
-	base, err := search.ReadVectorFile(filepath.Join(opt.DataDir, "base.f32"), d)
+	base, err := vector.ReadVectorFile(filepath.Join(opt.DataDir, "base.f32"), d)
 	if err != nil {
 		return nil, err
 	}
-	queries, err := search.ReadVectorFile(filepath.Join(opt.DataDir, "query.f32"), d)
+	queries, err := vector.ReadVectorFile(filepath.Join(opt.DataDir, "query.f32"), d)
 	if err != nil {
 		return nil, err
 	}
@@ -263,10 +263,10 @@ func measureThreads(opt *IndexOptions, threads int, base, queries []float32, gt 
 	d := opt.Dim
 	nq := len(queries) / d
 	run := &ThreadRun{Threads: threads}
-	p := &search.SearchParams{Threads: threads}
+	p := &vector.SearchParams{Threads: threads}
 
-	flat := func(enc search.Encoding) (single, batch32, batchAll float64, recall float64, err error) {
-		f, err := search.NewFlat(d, search.InnerProduct, enc)
+	flat := func(enc vector.Encoding) (single, batch32, batchAll float64, recall float64, err error) {
+		f, err := vector.NewFlat(d, vector.InnerProduct, enc)
 		if err != nil {
 			return
 		}
@@ -288,7 +288,7 @@ func measureThreads(opt *IndexOptions, threads int, base, queries []float32, gt 
 			tq += time.Since(s)
 		}
 		single = tq.Seconds() * 1e3 / float64(ns)
-		if enc == search.F32 {
+		if enc == vector.F32 {
 			run.StreamMs = ts.Seconds() * 1e3 / rounds
 			run.BandwidthGBs = float64(4*len(base)) / (run.StreamMs / 1e3) / 1e9
 		}
@@ -318,16 +318,16 @@ func measureThreads(opt *IndexOptions, threads int, base, queries []float32, gt 
 	run.GEMMGFLOPs = gemmRate(queries, base, d, threads)
 	fmt.Fprintln(opt.Log, "  flat f32")
 	var err error
-	if run.FlatSingleMs, run.FlatBatch32QPS, run.FlatBatchAllQPS, run.FlatRecall, err = flat(search.F32); err != nil {
+	if run.FlatSingleMs, run.FlatBatch32QPS, run.FlatBatchAllQPS, run.FlatRecall, err = flat(vector.F32); err != nil {
 		return nil, err
 	}
 	fmt.Fprintln(opt.Log, "  flat f16")
-	if run.F16SingleMs, _, run.F16BatchAllQPS, _, err = flat(search.F16); err != nil {
+	if run.F16SingleMs, _, run.F16BatchAllQPS, _, err = flat(vector.F16); err != nil {
 		return nil, err
 	}
 
 	fmt.Fprintf(opt.Log, "  ivf%d train\n", opt.NList)
-	ivf, err := search.NewIVF(d, opt.NList, search.IVFOptions{Metric: search.InnerProduct, KMeans: search.KMeansOptions{Threads: threads, Seed: 1234}})
+	ivf, err := vector.NewIVF(d, opt.NList, vector.IVFOptions{Metric: vector.InnerProduct, KMeans: vector.KMeansOptions{Threads: threads, Seed: 1234}})
 	if err != nil {
 		return nil, err
 	}
@@ -343,7 +343,7 @@ func measureThreads(opt *IndexOptions, threads int, base, queries []float32, gt 
 	run.IVFAddS = t.Seconds()
 	for _, np := range opt.NProbes {
 		fmt.Fprintf(opt.Log, "  ivf nprobe %d\n", np)
-		pp := &search.SearchParams{NProbe: np, Threads: threads}
+		pp := &vector.SearchParams{NProbe: np, Threads: threads}
 		var ids []int64
 		tb, err := best(2, func() (err error) {
 			_, ids, err = ivf.Search(queries, 10, pp)
@@ -479,7 +479,7 @@ type MemoryReport struct {
 // resident set size of the process. Run it in a fresh process
 // (RunMemoryChild) so that nothing else counts.
 func MemoryCheck(rows, dim int) (*MemoryReport, error) {
-	f, err := search.NewFlat(dim, search.InnerProduct, search.F16)
+	f, err := vector.NewFlat(dim, vector.InnerProduct, vector.F16)
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cas-engine/cas/search"
+	"github.com/cas-engine/cas/search/vector"
 	"github.com/cas-engine/cas/tensor"
 )
 
@@ -74,11 +74,11 @@ func writeBenchData(t *testing.T, n, nq, d int) string {
 		return x
 	}
 	base, q := mk(n), mk(nq)
-	if err := search.WriteVectorFile(filepath.Join(dir, "base.f32"), base); err != nil {
+	if err := vector.WriteVectorFile(filepath.Join(dir, "base.f32"), base); err != nil {
 		t.Fatal(err)
 	}
-	search.WriteVectorFile(filepath.Join(dir, "query.f32"), q)
-	f, _ := search.NewFlat(d, search.InnerProduct, search.F32)
+	vector.WriteVectorFile(filepath.Join(dir, "query.f32"), q)
+	f, _ := vector.NewFlat(d, vector.InnerProduct, vector.F32)
 	f.Add(nil, base)
 	_, ids, _ := f.Search(q, 10, nil)
 	var gt []byte

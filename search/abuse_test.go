@@ -1,4 +1,4 @@
-package search
+package search_test
 
 import (
 	"bytes"
@@ -18,7 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cas-engine/cas/bench"
 	"github.com/cas-engine/cas/internal/sharedtest"
+	"github.com/cas-engine/cas/search"
 )
 
 // Bounds of TestLoadUnderAbuse (see README, Reliability).
@@ -48,19 +50,19 @@ func TestLoadUnderAbuse(t *testing.T) {
 		t.Skip("load test")
 	}
 	r := paced{perQuery: 2 * time.Millisecond, size: 700}
-	cfg := DefaultServerConfig()
+	cfg := search.DefaultServerConfig()
 	cfg.WriteTimeout = 500 * time.Millisecond
-	s, addr, cancel, served := serveLoopback(t, r, cfg, 2*time.Second)
+	s, addr, cancel, served := search.ServeLoopback(t, r, cfg, 2*time.Second)
 	defer func() { cancel(); <-served }()
 	url := "http://" + addr
 
-	qa := readQA(t, sharedtest.Path(t, "data", "qa", "nq_test_1k.jsonl"), 1000)
+	qa := search.ReadQA(t, sharedtest.Path(t, "data", "qa", "nq_test_1k.jsonl"), 1000)
 	queries := make([]string, len(qa))
 	for i, q := range qa {
 		queries[i] = q.Question
 	}
-	normal := func() LoadReport {
-		rep, err := RunLoad(context.Background(), LoadConfig{URL: url, Queries: queries, Rate: 100, Duration: 1500 * time.Millisecond, TopK: 3})
+	normal := func() bench.LoadReport {
+		rep, err := bench.RunLoad(context.Background(), bench.LoadConfig{URL: url, Queries: queries, Rate: 100, Duration: 1500 * time.Millisecond, TopK: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +98,7 @@ func TestLoadUnderAbuse(t *testing.T) {
 	// A latency bound on a shared machine can be broken by a neighbour:
 	// up to three attempts, each measuring normal traffic alone and then
 	// under abuse; the test passes when one attempt holds the bound.
-	var alone, loaded LoadReport
+	var alone, loaded bench.LoadReport
 	var abuseRep []byte
 	ok := false
 	for attempt := 1; attempt <= 3 && !ok; attempt++ {
@@ -114,7 +116,7 @@ func TestLoadUnderAbuse(t *testing.T) {
 		}
 		// On another machine the clients would not take the server's CPU;
 		// here they share its cores, so they run at the lowest priority.
-		lowPriority(child.Process.Pid)
+		search.LowPriority(child.Process.Pid)
 		time.Sleep(500 * time.Millisecond) // let the abuse build up
 		loaded = normal()
 		child.Process.Signal(os.Interrupt)
@@ -235,11 +237,11 @@ type paced struct {
 	size     int
 }
 
-func (p paced) Retrieve(ctx context.Context, queries []string, k int) ([][]Hit, error) {
+func (p paced) Retrieve(ctx context.Context, queries []string, k int) ([][]search.Hit, error) {
 	select {
 	case <-time.After(p.perQuery * time.Duration(len(queries))):
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	return bigRetriever{size: p.size}.Retrieve(ctx, queries, k)
+	return search.BigRetriever(p.size).Retrieve(ctx, queries, k)
 }

@@ -15,6 +15,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/cas-engine/cas/internal/meter"
 )
 
 // Doc is one corpus passage in the wiki-18 format
@@ -131,7 +133,7 @@ func BuildCorpusOffsets(corpusPath, offsetsPath string, progress io.Writer) (*Co
 		f.Close()
 		return nil, fmt.Errorf("stat %s: %w", corpusPath, err)
 	}
-	bar := newRetrievalBar(progress, st.Size(), "corpus offsets")
+	bar := meter.NewBytes(progress, st.Size(), "corpus offsets")
 	c := &Corpus{path: corpusPath, f: f, seqIDs: true}
 	var ids []string
 	err = scanJSONLines(io.TeeReader(f, bar), func(lineNo int, off uint64, line []byte) error {
@@ -470,7 +472,7 @@ func (c *Corpus) DocByID(id string) (Doc, error) {
 // order. It stops at the first error fn returns.
 func (c *Corpus) Scan(progress io.Writer, fn func(row int, d Doc) error) error {
 	sr := io.NewSectionReader(c.f, 0, int64(c.offsets[c.Len()]))
-	bar := newRetrievalBar(progress, int64(c.offsets[c.Len()]), "read corpus")
+	bar := meter.NewBytes(progress, int64(c.offsets[c.Len()]), "read corpus")
 	defer bar.Finish()
 	row := 0
 	return scanJSONLines(io.TeeReader(sr, bar), func(lineNo int, off uint64, line []byte) error {

@@ -3,6 +3,8 @@ package search
 import (
 	"context"
 	"fmt"
+
+	"github.com/cas-engine/cas/search/vector"
 )
 
 // Encoder embeds texts into vectors (E5: mean-pooled, L2-normalised). The
@@ -95,4 +97,40 @@ func (r *DenseRetriever) Close() error {
 		}
 	}
 	return err
+}
+
+// VectorIndexSearcher adapts an Index to the dense retriever's
+// VectorSearcher with fixed search parameters.
+type VectorIndexSearcher struct {
+	Index  vector.Index
+	Params vector.SearchParams
+}
+
+// Dim is the index dimension.
+func (s VectorIndexSearcher) Dim() int { return s.Index.Dim() }
+
+// Len is the number of stored vectors.
+func (s VectorIndexSearcher) Len() int { return s.Index.Len() }
+
+// SearchBatch searches a batch of queries (the context is checked before
+// the search starts; a search in progress runs to completion).
+func (s VectorIndexSearcher) SearchBatch(ctx context.Context, queries []float32, k int) ([]float32, []int64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	p := s.Params
+	return s.Index.Search(queries, k, &p)
+}
+
+// Close closes the index.
+func (s VectorIndexSearcher) Close() error { return s.Index.Close() }
+
+// OpenVectorSearcher opens an index (vector.OpenIndex) as a VectorSearcher with
+// default parameters; it fits OpenOptions.LoadVectors.
+func OpenVectorSearcher(path string) (VectorSearcher, error) {
+	ix, err := vector.OpenIndex(path, nil)
+	if err != nil {
+		return nil, err
+	}
+	return VectorIndexSearcher{Index: ix}, nil
 }

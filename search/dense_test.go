@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/cas-engine/cas/internal/sharedtest"
+	"github.com/cas-engine/cas/search/vector"
 )
 
 // tableEncoder returns stored vectors: the text "<prefix>q<i>" embeds to row i.
@@ -146,8 +147,8 @@ func TestBuildDenseFolder(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		nlist int
-		enc   Encoding
-	}{{"flat-f32", 0, F32}, {"ivf-f16", 4, F16}} {
+		enc   vector.Encoding
+	}{{"flat-f32", 0, vector.F32}, {"ivf-f16", 4, vector.F16}} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			enc := &unitEncoder{}

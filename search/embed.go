@@ -10,6 +10,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+
+	"github.com/cas-engine/cas/internal/meter"
 )
 
 // EmbedOptions configure EmbedCorpus.
@@ -110,7 +112,7 @@ func EmbedCorpus(ctx context.Context, c *Corpus, enc Encoder, dir string, opt Em
 	}
 	out := EmbeddingChunks{Dir: dir, Dim: d}
 	n := c.Len()
-	bar := newRetrievalCountBar(opt.Progress, int64(n), "embed passages")
+	bar := meter.NewCount(opt.Progress, int64(n), "embed passages")
 	defer bar.Finish()
 	texts := make([]string, 0, opt.Batch)
 	for lo := 0; lo < n; lo += opt.Chunk {

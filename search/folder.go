@@ -13,7 +13,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cas-engine/cas/internal/meter"
 	"github.com/cas-engine/cas/internal/relpath"
+	"github.com/cas-engine/cas/search/vector"
 )
 
 // An index folder holds everything a retriever needs next to a corpus file
@@ -319,9 +321,9 @@ type DenseBuildOptions struct {
 	// TrainSize vectors, default 256·NList); 0 builds an exact Flat index.
 	NList     int
 	NProbe    int
-	TrainSize int           // vectors sampled for training (IVF: 256·NList, SQ8 flat: 65,536)
-	KMeans    KMeansOptions // IVF coarse-quantizer training
-	Encoding  Encoding      // F32, F16 or SQ8
+	TrainSize int                  // vectors sampled for training (IVF: 256·NList, SQ8 flat: 65,536)
+	KMeans    vector.KMeansOptions // IVF coarse-quantizer training
+	Encoding  vector.Encoding      // F32, F16 or SQ8
 	Progress  io.Writer
 }
 
@@ -375,7 +377,7 @@ func BuildDenseFolder(ctx context.Context, corpusPath, dir string, opt DenseBuil
 	if err != nil {
 		return FolderSettings{}, err
 	}
-	if err := SaveIndex(ix, filepath.Join(dir, VectorsDir)); err != nil {
+	if err := vector.SaveIndex(ix, filepath.Join(dir, VectorsDir)); err != nil {
 		return FolderSettings{}, err
 	}
 	ix.Close()
@@ -401,16 +403,16 @@ func BuildDenseFolder(ctx context.Context, corpusPath, dir string, opt DenseBuil
 
 // indexChunks trains (IVF, SQ8) on an evenly spaced sample and adds every
 // chunk in row order, so vector ids are corpus rows.
-func indexChunks(chunks EmbeddingChunks, opt DenseBuildOptions) (Index, error) {
+func indexChunks(chunks EmbeddingChunks, opt DenseBuildOptions) (vector.Index, error) {
 	var (
-		ix  Index
+		ix  vector.Index
 		err error
 	)
 	if opt.NList > 0 {
-		ix, err = NewIVF(chunks.Dim, opt.NList, IVFOptions{Metric: InnerProduct, Encoding: opt.Encoding, NProbe: opt.NProbe, KMeans: opt.KMeans, Progress: opt.Progress})
+		ix, err = vector.NewIVF(chunks.Dim, opt.NList, vector.IVFOptions{Metric: vector.InnerProduct, Encoding: opt.Encoding, NProbe: opt.NProbe, KMeans: opt.KMeans, Progress: opt.Progress})
 	} else {
-		var f *Flat
-		if f, err = NewFlat(chunks.Dim, InnerProduct, opt.Encoding); err == nil {
+		var f *vector.Flat
+		if f, err = vector.NewFlat(chunks.Dim, vector.InnerProduct, opt.Encoding); err == nil {
 			f.Reserve(chunks.Len())
 			ix = f
 		}
@@ -445,7 +447,7 @@ func indexChunks(chunks EmbeddingChunks, opt DenseBuildOptions) (Index, error) {
 			return nil, fmt.Errorf("train vector index: %w", err)
 		}
 	}
-	bar := newRetrievalCountBar(opt.Progress, int64(chunks.Len()), "index vectors")
+	bar := meter.NewCount(opt.Progress, int64(chunks.Len()), "index vectors")
 	defer bar.Finish()
 	for i := range chunks.Files {
 		x, err := chunks.Read(i)

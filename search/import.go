@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/cas-engine/cas/internal/relpath"
+	"github.com/cas-engine/cas/search/vector"
 )
 
 // Importing Search-R1's published retrieval assets: wiki-18.jsonl (one
@@ -39,20 +40,26 @@ type ImportOptions struct {
 	NoQueryPrefix, NoPassagePrefix bool
 	Progress                       io.Writer // progress bars (nil: silent)
 
-	// Conversion while importing (import_convert.go): Encoding F16 or SQ8,
+	// Conversion while importing (vector.Convert): Encoding F16 or SQ8,
 	// or NList > 0 lists of an IVF index (NProbe lists searched by
 	// default), re-encode the vectors of a flat FAISS file into
 	// dir/vectors; the zero values keep the FAISS file in place. TrainSize
 	// caps the training sample (SQ8: 65,536; IVF: 256·NList vectors).
-	Encoding  Encoding
+	Encoding  vector.Encoding
 	NList     int
 	NProbe    int
 	TrainSize int
-	KMeans    KMeansOptions
+	KMeans    vector.KMeansOptions
 	Chunk     int // vectors per streamed chunk (default 16,384)
+	// PQ > 0 (with NList) makes the IVF an IVF-PQ of PQ bytes per vector
+	// (vector.IVFPQ); Rerank > 0 re-scores that many ADC candidates per
+	// query exactly from the FAISS file, which the folder then keeps
+	// reading (memory-mapped) for the re-rank.
+	PQ     int
+	Rerank int
 }
 
-func (o ImportOptions) converts() bool { return o.Encoding != F32 || o.NList > 0 }
+func (o ImportOptions) converts() bool { return o.Encoding != vector.F32 || o.NList > 0 }
 
 // ImportFAISSFolder makes dir an index folder over the FAISS index file
 // faissPath (inner product: IndexFlatIP, or an IndexIDMap/IndexIVFFlat whose
@@ -81,17 +88,27 @@ func ImportFAISSFolder(ctx context.Context, faissPath, corpusPath, dir string, o
 	if st.IsDir() {
 		return FolderSettings{}, fmt.Errorf("import: %s is a folder; give the FAISS index file (e.g. e5_Flat.index)", faissPath)
 	}
-	ix, err := OpenIndex(absFAISS, nil)
+	ix, err := vector.OpenIndex(absFAISS, nil)
 	if err != nil {
 		return FolderSettings{}, fmt.Errorf("import: %w", err)
 	}
 	defer ix.Close()
 	n, d := ix.Len(), ix.Dim()
-	if err := checkImportIndex(ix, faissPath, opt.EncoderDim); err != nil {
+	if err := vector.CheckImportable(ix, faissPath, opt.EncoderDim); err != nil {
 		return FolderSettings{}, err
 	}
-	src, isFlat := ix.(*Flat)
-	if opt.converts() && (!isFlat || src.codes.enc != F32) {
+	switch {
+	case opt.PQ > 0 && opt.NList <= 0:
+		return FolderSettings{}, errors.New("import: --pq needs --ivf NLIST (IVF-PQ)")
+	case opt.PQ > 0 && opt.Encoding != vector.F32:
+		return FolderSettings{}, errors.New("import: --pq codes the vectors itself; drop --f16/--sq8")
+	case opt.Rerank > 0 && opt.PQ <= 0:
+		return FolderSettings{}, errors.New("import: --rerank re-ranks IVF-PQ candidates; give --ivf NLIST --pq M")
+	case opt.PQ > 0 && d%opt.PQ != 0:
+		return FolderSettings{}, fmt.Errorf("import: --pq %d must divide the dimension %d (bytes per vector, d/M components each)", opt.PQ, d)
+	}
+	src, isFlat := ix.(*vector.Flat)
+	if opt.converts() && (!isFlat || src.Encoding() != vector.F32) {
 		return FolderSettings{}, fmt.Errorf("import: %s is not a flat float32 index; only IndexFlatIP files can be converted (--f16, --sq8, --ivf)", faissPath)
 	}
 	if _, err := os.Stat(filepath.Join(absDir, SettingsFile)); err == nil {
@@ -142,9 +159,12 @@ func ImportFAISSFolder(ctx context.Context, faissPath, corpusPath, dir string, o
 			cleanup()
 			return FolderSettings{}, fmt.Errorf("import: %w", err)
 		}
-		spec := convertSpec{enc: opt.Encoding, nlist: opt.NList, nprobe: opt.NProbe, trainSize: opt.TrainSize,
-			kmeans: opt.KMeans, chunk: opt.Chunk, progress: opt.Progress, release: releaseMapped}
-		if err := convertFlatSource(ctx, src, filepath.Join(vectors, casFileName), spec); err != nil {
+		spec := vector.ConvertOptions{Encoding: opt.Encoding, NList: opt.NList, NProbe: opt.NProbe, TrainSize: opt.TrainSize,
+			KMeans: opt.KMeans, Chunk: opt.Chunk, Progress: opt.Progress, Release: vector.ReleaseMapped, PQ: opt.PQ, Rerank: opt.Rerank}
+		if opt.Rerank > 0 {
+			spec.RefinePath = absFAISS
+		}
+		if err := vector.Convert(ctx, src, filepath.Join(vectors, vector.FileName), spec); err != nil {
 			cleanup()
 			if ctx.Err() != nil {
 				return FolderSettings{}, fmt.Errorf("import interrupted while converting %s (nothing kept; rerun the same command to start over): %w", faissPath, err)
@@ -173,40 +193,6 @@ func prefixOr(p string, none bool, def string) string {
 		return def
 	}
 	return p
-}
-
-// checkImportIndex accepts an inner-product index whose ids are rows of a
-// corpus of ix.Len() passages, of the encoder's width.
-func checkImportIndex(ix Index, name string, encDim int) error {
-	if ix.Metric() != InnerProduct {
-		return fmt.Errorf("import: %s ranks by %v distance; E5 retrieval needs an inner-product index (IndexFlatIP)", name, ix.Metric())
-	}
-	if encDim > 0 && encDim != ix.Dim() {
-		return fmt.Errorf("import: %s holds %d-d vectors but the encoder embeds %d-d ones (the passages must be embedded by the same encoder)", name, ix.Dim(), encDim)
-	}
-	if ix.Len() == 0 {
-		return fmt.Errorf("import: %s holds no vectors", name)
-	}
-	n := int64(ix.Len())
-	check := func(ids []int64) error {
-		for _, id := range ids {
-			if id < 0 || id >= n {
-				return fmt.Errorf("import: %s has vector id %d; ids must be corpus rows 0…%d (line order)", name, id, n-1)
-			}
-		}
-		return nil
-	}
-	switch v := ix.(type) {
-	case *Flat:
-		return check(v.ids)
-	case *IVF:
-		for l := range v.lists {
-			if err := check(v.lists[l].ids); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // alignCorpus builds the corpus offsets table at offsetsPath and checks that

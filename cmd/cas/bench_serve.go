@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/cas-engine/cas/bench"
 	"github.com/cas-engine/cas/calibrate"
 	"github.com/cas-engine/cas/search"
 	"github.com/spf13/cobra"
@@ -26,7 +27,7 @@ func newBenchServeCmd() *cobra.Command {
 	var (
 		dir, corpus, qaPath string
 		dense               denseFlags
-		cfg                 = search.ServeBenchConfig{Server: search.DefaultServerConfig(), Rate: 120, Duration: 30 * time.Second, TopK: 3, QueriesPerRequest: 1}
+		cfg                 = bench.ServeBenchConfig{Server: search.DefaultServerConfig(), Rate: 120, Duration: 30 * time.Second, TopK: 3, QueriesPerRequest: 1}
 		ramp                bool
 		asJSON              bool
 	)
@@ -82,11 +83,11 @@ wiki-18 passages) is built in a temporary directory first.`,
 			defer closeAll()
 			cfg.Server.Kind, cfg.Server.Docs = s.Kind, s.Docs
 			if ramp {
-				cfg.Ramp = search.RampConfig{Start: cfg.Rate * 2, Factor: 1.5, Step: 5 * time.Second, MaxSteps: 12, MaxP99: time.Second}
+				cfg.Ramp = bench.RampConfig{Start: cfg.Rate * 2, Factor: 1.5, Step: 5 * time.Second, MaxSteps: 12, MaxP99: time.Second}
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "%s index, %d passages, %d questions; %.0f requests/s × %d queries for %v\n",
 				s.Kind, s.Docs, len(queries), cfg.Rate, cfg.QueriesPerRequest, cfg.Duration)
-			rep, err := search.ServeBench(cmd.Context(), r, queries, cfg, cmd.ErrOrStderr())
+			rep, err := bench.ServeBench(cmd.Context(), r, queries, cfg, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cas-engine/cas/search"
+	"github.com/cas-engine/cas/search/vector"
 	"github.com/spf13/cobra"
 )
 
@@ -96,8 +97,8 @@ inner product). --f16 halves the memory, --sq8 quarters it.`,
 }
 
 // vectorBuildOptions validates the vector-mode flags.
-func (f *indexBuildFlags) vectorBuildOptions() (search.VectorBuildOptions, error) {
-	var o search.VectorBuildOptions
+func (f *indexBuildFlags) vectorBuildOptions() (vector.VectorBuildOptions, error) {
+	var o vector.VectorBuildOptions
 	if f.dim <= 0 {
 		return o, errors.New("index build: --dim D is required")
 	}
@@ -110,22 +111,22 @@ func (f *indexBuildFlags) vectorBuildOptions() (search.VectorBuildOptions, error
 	if f.f16 && f.sq8 {
 		return o, errors.New("index build: --f16 and --sq8 exclude each other")
 	}
-	m, err := search.ParseMetric(f.metric)
+	m, err := vector.ParseMetric(f.metric)
 	if err != nil {
 		return o, fmt.Errorf("index build: --metric: %w", err)
 	}
 	o.Metric, o.NList, o.NProbe, o.TrainSize = m, f.ivf, f.nprobe, f.trainSize
 	switch {
 	case f.f16:
-		o.Encoding = search.F16
+		o.Encoding = vector.F16
 	case f.sq8:
-		o.Encoding = search.SQ8
+		o.Encoding = vector.SQ8
 	}
-	o.KMeans = search.KMeansOptions{Iterations: f.iterations, Seed: f.seed, Threads: f.threads}
+	o.KMeans = vector.KMeansOptions{Iterations: f.iterations, Seed: f.seed, Threads: f.threads}
 	switch f.kmeansInit {
 	case "random":
 	case "kmeans++":
-		o.KMeans.Init = search.KMeansPlusPlus
+		o.KMeans.Init = vector.KMeansPlusPlus
 	default:
 		return o, fmt.Errorf("index build: --kmeans-init %q (want random or kmeans++)", f.kmeansInit)
 	}
@@ -138,25 +139,25 @@ func runIndexBuildVectors(cmd *cobra.Command, f *indexBuildFlags) error {
 		return err
 	}
 	opt.Progress = progressOut(cmd.ErrOrStderr())
-	v, err := search.OpenVectorFile(f.vectors, f.dim)
+	v, err := vector.OpenVectorFile(f.vectors, f.dim)
 	if err != nil {
 		return err
 	}
 	defer v.Close()
 	var ids []int64
 	if f.ids != "" {
-		if ids, err = search.ReadIDsFile(f.ids); err != nil {
+		if ids, err = vector.ReadIDsFile(f.ids); err != nil {
 			return err
 		}
 	}
 	start := time.Now()
-	ix, err := search.BuildVectorIndex(v, ids, opt)
+	ix, err := vector.BuildVectorIndex(v, ids, opt)
 	if err != nil {
 		return err
 	}
 	defer ix.Close()
 	built := time.Since(start)
-	if err := search.SaveIndex(ix, f.out); err != nil {
+	if err := vector.SaveIndex(ix, f.out); err != nil {
 		return err
 	}
 	path := filepath.Join(f.out, "index.cas")
@@ -225,7 +226,7 @@ func runIndexSearchVectors(cmd *cobra.Command, f *indexSearchFlags) error {
 	if f.k <= 0 || f.batch <= 0 {
 		return fmt.Errorf("index search: -k %d and --batch %d must be positive", f.k, f.batch)
 	}
-	ix, err := search.OpenIndex(f.index, &search.IndexLoadOptions{SkipPayloadChecksum: f.skipChecksum})
+	ix, err := vector.OpenIndex(f.index, &vector.IndexLoadOptions{SkipPayloadChecksum: f.skipChecksum})
 	if err != nil {
 		return err
 	}
@@ -233,17 +234,17 @@ func runIndexSearchVectors(cmd *cobra.Command, f *indexSearchFlags) error {
 	if f.dim != 0 && f.dim != ix.Dim() {
 		return fmt.Errorf("index search: --dim %d but %s has dimension %d", f.dim, f.index, ix.Dim())
 	}
-	v, err := search.OpenVectorFile(f.vectors, ix.Dim())
+	v, err := vector.OpenVectorFile(f.vectors, ix.Dim())
 	if err != nil {
 		return err
 	}
 	defer v.Close()
-	return searchVectorFile(cmd.OutOrStdout(), ix, v, f.k, f.batch, &search.SearchParams{NProbe: f.nprobe, Threads: f.threads})
+	return searchVectorFile(cmd.OutOrStdout(), ix, v, f.k, f.batch, &vector.SearchParams{NProbe: f.nprobe, Threads: f.threads})
 }
 
 // searchVectorFile searches every query of v in batches and writes JSON
 // lines to w.
-func searchVectorFile(w io.Writer, ix search.Index, v *search.VectorFile, k, batch int, p *search.SearchParams) error {
+func searchVectorFile(w io.Writer, ix vector.Index, v *vector.VectorFile, k, batch int, p *vector.SearchParams) error {
 	out := bufio.NewWriter(w)
 	enc := json.NewEncoder(out)
 	d := v.Dim()
@@ -290,12 +291,12 @@ or a FAISS index file: kind, size, metric, encoding and IVF lists.`,
 				}
 				return e.Encode(info)
 			}
-			ix, err := search.OpenIndex(path, nil)
+			ix, err := vector.OpenIndex(path, nil)
 			if err != nil {
 				return err
 			}
 			defer ix.Close()
-			return e.Encode(search.Describe(ix))
+			return e.Encode(vector.Describe(ix))
 		},
 	}
 	cmd.Flags().StringVar(&path, "index", "", "index directory (cas) or FAISS index file")
@@ -320,7 +321,7 @@ type folderInfo struct {
 	Terms        int     `json:"terms,omitempty"`
 	AvgDocLength float32 `json:"avg_doc_length,omitempty"`
 	// Vectors describes the vector index (kind dense).
-	Vectors *search.IndexInfo `json:"vectors,omitempty"`
+	Vectors *vector.IndexInfo `json:"vectors,omitempty"`
 	Bytes   int64             `json:"bytes_on_disk"`
 }
 
@@ -350,11 +351,11 @@ func describeFolder(dir string) (folderInfo, error) {
 		if paths.Vectors == "" {
 			return info, err
 		}
-		ix, err := search.OpenIndex(paths.Vectors, nil)
+		ix, err := vector.OpenIndex(paths.Vectors, nil)
 		if err != nil {
 			return info, err
 		}
-		d := search.Describe(ix)
+		d := vector.Describe(ix)
 		ix.Close()
 		info.Vectors = &d
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/cas-engine/cas/model/bert"
 	"github.com/cas-engine/cas/model/tokenizer"
 	"github.com/cas-engine/cas/search"
+	"github.com/cas-engine/cas/search/vector"
 	"github.com/spf13/cobra"
 )
 
@@ -179,14 +180,14 @@ func runIndexBuildCorpus(cmd *cobra.Command, f *indexBuildFlags, c *corpusBuildF
 			Encoder: enc, EncoderPath: absPath(c.dense.encoder), TokenizerPath: absPath(c.dense.tokenizer), MaxLength: c.dense.maxLen,
 			Embed: search.EmbedOptions{Chunk: c.chunk, Batch: 8 * c.dense.batch},
 			NList: f.ivf, NProbe: f.nprobe, TrainSize: f.trainSize,
-			KMeans:   search.KMeansOptions{Iterations: f.iterations, Seed: f.seed, Threads: f.threads},
+			KMeans:   vector.KMeansOptions{Iterations: f.iterations, Seed: f.seed, Threads: f.threads},
 			Progress: progressOut(cmd.ErrOrStderr()),
 		}
 		switch {
 		case f.f16:
-			opt.Encoding = search.F16
+			opt.Encoding = vector.F16
 		case f.sq8:
-			opt.Encoding = search.SQ8
+			opt.Encoding = vector.SQ8
 		}
 		s, err = search.BuildDenseFolder(cmd.Context(), c.corpus, f.out, opt)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cas-engine/cas/search"
+	"github.com/cas-engine/cas/search/vector"
 	"github.com/spf13/cobra"
 )
 
@@ -20,6 +21,7 @@ type indexImportFlags struct {
 	dense                      denseFlags
 	f16, sq8                   bool
 	ivf, nprobe, trainSize     int
+	pq, rerank                 int
 	iterations, threads        int
 	seed                       uint64
 }
@@ -48,7 +50,14 @@ with --sq8 residual codes as FAISS's IndexIVFScalarQuantizer) instead
 re-encode the vectors into DIR/vectors while importing, streamed chunk by
 chunk from the memory-mapped file straight into the output file, so memory
 stays bounded (one chunk, the training sample and, for IVF, 4 bytes per
-vector); the FAISS file is then no longer needed by the folder.`,
+vector); the FAISS file is then no longer needed by the folder.
+
+--ivf NLIST --pq M makes an IVF-PQ index (FAISS's IndexIVFPQ layout: the
+residual of each vector to its list centroid in M bytes, M dividing the
+dimension; E5's 768: 48, 64, 96, …), M bytes per passage instead of 4·d;
+--rerank R re-scores each query's best R candidates exactly from the FAISS
+file, which the folder then keeps memory-mapped (only the candidates' pages
+are read).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runIndexImport(cmd, &f) },
 	}
@@ -61,8 +70,10 @@ vector); the FAISS file is then no longer needed by the folder.`,
 	fl.BoolVar(&f.f16, "f16", false, "convert the vectors to float16 (half the memory)")
 	fl.BoolVar(&f.sq8, "sq8", false, "convert the vectors to 8-bit scalar-quantized codes (a quarter of the memory)")
 	fl.IntVar(&f.ivf, "ivf", 0, "convert to an IVF index with this many lists (combine with --sq8 or --f16)")
+	fl.IntVar(&f.pq, "pq", 0, "IVF-PQ: product-quantize with this many sub-quantizers (bytes per vector; with --ivf)")
+	fl.IntVar(&f.rerank, "rerank", 0, "IVF-PQ: re-score this many candidates per query exactly from the FAISS file")
 	fl.IntVar(&f.nprobe, "nprobe", 1, "IVF: lists a search visits by default")
-	fl.IntVar(&f.trainSize, "train-size", 0, "vectors sampled for training (default 256·nlist for IVF, 65536 for SQ8)")
+	fl.IntVar(&f.trainSize, "train-size", 0, "vectors sampled for training (default 256·nlist for IVF, max(256·nlist, 65536) for IVF-PQ, 65536 for SQ8)")
 	fl.IntVar(&f.iterations, "iter", 10, "IVF: k-means iterations")
 	fl.Uint64Var(&f.seed, "seed", 1234, "IVF: k-means seed")
 	fl.IntVar(&f.threads, "threads", 0, "goroutines (default: all cores)")
@@ -84,15 +95,15 @@ func runIndexImport(cmd *cobra.Command, f *indexImportFlags) error {
 	if f.f16 && f.sq8 {
 		return errors.New("index import: --f16 and --sq8 exclude each other")
 	}
-	if f.ivf < 0 || f.trainSize < 0 {
-		return fmt.Errorf("index import: --ivf %d and --train-size %d must not be negative", f.ivf, f.trainSize)
+	if f.ivf < 0 || f.trainSize < 0 || f.pq < 0 || f.rerank < 0 {
+		return fmt.Errorf("index import: --ivf %d, --pq %d, --rerank %d and --train-size %d must not be negative", f.ivf, f.pq, f.rerank, f.trainSize)
 	}
-	enc := search.F32
+	enc := vector.F32
 	switch {
 	case f.f16:
-		enc = search.F16
+		enc = vector.F16
 	case f.sq8:
-		enc = search.SQ8
+		enc = vector.SQ8
 	}
 	start := time.Now()
 	// Load the encoder once: a missing model or tokenizer, or a width that
@@ -117,8 +128,8 @@ func runIndexImport(cmd *cobra.Command, f *indexImportFlags) error {
 		QueryPrefix: f.queryPrefix, PassagePrefix: f.passagePrefix,
 		NoQueryPrefix: f.queryPrefix == "", NoPassagePrefix: f.passagePrefix == "",
 		Progress: cmd.ErrOrStderr(),
-		Encoding: enc, NList: f.ivf, NProbe: f.nprobe, TrainSize: f.trainSize,
-		KMeans: search.KMeansOptions{Iterations: f.iterations, Seed: f.seed, Threads: f.threads},
+		Encoding: enc, NList: f.ivf, NProbe: f.nprobe, TrainSize: f.trainSize, PQ: f.pq, Rerank: f.rerank,
+		KMeans: vector.KMeansOptions{Iterations: f.iterations, Seed: f.seed, Threads: f.threads},
 	})
 	if err != nil {
 		return err
@@ -128,6 +139,12 @@ func runIndexImport(cmd *cobra.Command, f *indexImportFlags) error {
 		how = "converted to " + enc.String()
 		if f.ivf > 0 {
 			how = fmt.Sprintf("converted to IVF%d-%v", f.ivf, enc)
+		}
+		if f.pq > 0 {
+			how = fmt.Sprintf("converted to IVF%d-PQ%d", f.ivf, f.pq)
+			if f.rerank > 0 {
+				how += fmt.Sprintf(", re-ranking %d from the FAISS file", f.rerank)
+			}
 		}
 	}
 	_, err = fmt.Fprintf(cmd.OutOrStdout(), "imported %d passages × %d-d vectors from %s (%s) with corpus %s in %.2fs; wrote %s\n",

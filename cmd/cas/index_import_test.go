@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/cas-engine/cas/internal/sharedtest"
-	"github.com/cas-engine/cas/search"
+	"github.com/cas-engine/cas/search/vector"
 )
 
 // buildCas builds the cas binary into a temporary folder.
@@ -75,7 +75,7 @@ func writeFlatIP(t *testing.T, path string, x []float32, d int) {
 
 func mustReadVectors(t *testing.T, path string, d int) []float32 {
 	t.Helper()
-	x, err := search.ReadVectorFile(path, d)
+	x, err := vector.ReadVectorFile(path, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,6 +302,8 @@ func TestIndexImportEndToEnd(t *testing.T) {
 		{[]string{"--f16"}, 0.99},
 		{[]string{"--sq8"}, 0.95},
 		{[]string{"--ivf", "8", "--sq8", "--nprobe", "8"}, 0.95},
+		// IVF-PQ: 16 bytes per vector, the 50 best re-scored from the FAISS file.
+		{[]string{"--ivf", "4", "--pq", "16", "--rerank", "50", "--nprobe", "4"}, 0.99},
 	} {
 		out := "conv" + strings.Join(tc.flags, "")
 		args := append([]string{"index", "import", "--faiss", "e5_Flat.index", "--corpus", "wiki.jsonl", "--encoder", encoder, "--tokenizer", tok, "--out", out}, tc.flags...)

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/cas-engine/cas/internal/sharedtest"
-	"github.com/cas-engine/cas/search"
+	"github.com/cas-engine/cas/search/vector"
 )
 
 func runIndexCmd(t *testing.T, args ...string) (string, error) {
@@ -80,11 +80,11 @@ func TestIndexBuildSearchRoundTrip(t *testing.T) {
 		x[i] = float32(rng.NormFloat64())
 	}
 	vec := filepath.Join(dir, "v.f32")
-	if err := search.WriteVectorFile(vec, x); err != nil {
+	if err := vector.WriteVectorFile(vec, x); err != nil {
 		t.Fatal(err)
 	}
 	q := filepath.Join(dir, "q.f32")
-	search.WriteVectorFile(q, x[:5*d])
+	vector.WriteVectorFile(q, x[:5*d])
 	ids := filepath.Join(dir, "ids.txt")
 	var sb strings.Builder
 	for i := range n {
@@ -144,7 +144,7 @@ func itoa(i int) string {
 func TestIndexCommandErrors(t *testing.T) {
 	dir := t.TempDir()
 	vec := filepath.Join(dir, "v.f32")
-	search.WriteVectorFile(vec, make([]float32, 32))
+	vector.WriteVectorFile(vec, make([]float32, 32))
 	cases := [][]string{
 		{"index", "build", "--vectors", vec, "--dim", "16", "--out", dir},                             // no --flat/--ivf
 		{"index", "build", "--vectors", vec, "--dim", "16", "--flat", "--ivf", "4", "--out", dir},     // both
