@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cas-engine/cas/internal/atomicfile"
 	"github.com/cas-engine/cas/internal/relpath"
 )
 
@@ -179,7 +180,7 @@ func WriteFolderSettings(dir string, s FolderSettings) error {
 	if err != nil {
 		return err
 	}
-	return writeRetrievalFile(filepath.Join(dir, SettingsFile), append(raw, '\n'))
+	return atomicfile.WriteFile(filepath.Join(dir, SettingsFile), append(raw, '\n'))
 }
 
 // BM25BuildOptions configure BuildBM25Folder.

@@ -11,6 +11,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/cas-engine/cas/internal/atomicfile"
 )
 
 // Vector files are raw little-endian float32, row-major, no header (the
@@ -104,7 +106,7 @@ func WriteVectorFile(path string, x []float32) error {
 	for i, v := range x {
 		binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(v))
 	}
-	return writeRetrievalFile(path, buf)
+	return atomicfile.WriteFile(path, buf)
 }
 
 // ReadIDsFile reads vector ids: raw little-endian int64 for a ".i64"
