@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -52,7 +53,7 @@ func TestRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !equalInts(shape, tc.shape) {
+		if !slices.Equal(shape, tc.shape) {
 			t.Fatalf("%s shape %v want %v", tc.name, shape, tc.shape)
 		}
 		for i := range f32 {
@@ -68,7 +69,7 @@ func TestRoundTrip(t *testing.T) {
 		}
 	}
 	gi, shape, err := f.Int64("ids")
-	if err != nil || !equalInts(shape, []int{3}) || gi[0] != 1 || gi[1] != -2 || gi[2] != 1<<40 {
+	if err != nil || !slices.Equal(shape, []int{3}) || gi[0] != 1 || gi[1] != -2 || gi[2] != 1<<40 {
 		t.Fatalf("ids %v %v %v", gi, shape, err)
 	}
 	s, shape, err := f.Float32("scalar")
@@ -76,7 +77,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatalf("scalar %v %v %v", s, shape, err)
 	}
 	e, shape, err := f.Float32("empty")
-	if err != nil || len(e) != 0 || !equalInts(shape, []int{0, 4}) {
+	if err != nil || len(e) != 0 || !slices.Equal(shape, []int{0, 4}) {
 		t.Fatalf("empty %v %v %v", e, shape, err)
 	}
 	if _, _, err := f.Int64("b.f32"); err == nil {
@@ -114,14 +115,14 @@ func TestGoldenExpected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !equalInts(shape, []int{3, 10}) || ids[0] != 101 {
+	if !slices.Equal(shape, []int{3, 10}) || ids[0] != 101 {
 		t.Fatalf("input_ids shape %v first %d, want [3 10] starting with [CLS]=101", shape, ids[0])
 	}
 	emb, shape, err := f.Float32("embedding")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !equalInts(shape, []int{3, 64}) {
+	if !slices.Equal(shape, []int{3, 64}) {
 		t.Fatalf("embedding shape %v", shape)
 	}
 	for r := 0; r < 3; r++ {
@@ -257,7 +258,7 @@ func TestOpenDirSingle(t *testing.T) {
 	}
 	defer d.Close()
 	ti, ok := d.Info("embeddings.word_embeddings.weight")
-	if !ok || ti.DType != F32 || !equalInts(ti.Shape, []int{30522, 64}) {
+	if !ok || ti.DType != F32 || !slices.Equal(ti.Shape, []int{30522, 64}) {
 		t.Fatalf("info %+v %v", ti, ok)
 	}
 	if d.Sharded() || len(d.Names()) != 37 {
@@ -377,18 +378,6 @@ func BenchmarkBF16ToFloat32(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // FuzzOpenDirIndex: any model.safetensors.index.json over two valid shards
