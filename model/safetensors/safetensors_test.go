@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/cas-engine/cas/internal/sharedtest"
+	"github.com/cas-engine/cas/tensor"
 )
 
 func TestRoundTrip(t *testing.T) {
@@ -266,55 +267,6 @@ func TestOpenDirSingle(t *testing.T) {
 	}
 }
 
-func TestF16Exhaustive(t *testing.T) {
-	// Every finite half converts exactly and rounds back to itself.
-	for h := 0; h < 1<<16; h++ {
-		f := F16ToFloat32(uint16(h))
-		exp := (h >> 10) & 0x1f
-		if exp == 0x1f {
-			if h&0x3ff == 0 && !math.IsInf(float64(f), 0) {
-				t.Fatalf("%#04x: want Inf, got %v", h, f)
-			}
-			if h&0x3ff != 0 && !math.IsNaN(float64(f)) {
-				t.Fatalf("%#04x: want NaN, got %v", h, f)
-			}
-			continue
-		}
-		if back := Float32ToF16(f); back != uint16(h) {
-			t.Fatalf("%#04x → %v → %#04x", h, f, back)
-		}
-	}
-	for _, tc := range []struct {
-		in   float32
-		want float32
-	}{
-		{1, 1}, {65504, 65504}, {1e6, float32(math.Inf(1))}, {5.960464477539063e-08, 5.960464477539063e-08},
-		{2.9802322e-08, 0}, // half of the smallest subnormal rounds to even (0)
-		{1 + 1.0/2048, 1},  // tie rounds to even
-		{1 + 3.0/2048, 1 + 2.0/1024},
-	} {
-		if got := F16ToFloat32(Float32ToF16(tc.in)); got != tc.want {
-			t.Errorf("F16(%v) = %v want %v", tc.in, got, tc.want)
-		}
-	}
-}
-
-func TestBF16(t *testing.T) {
-	for _, tc := range []struct {
-		in   float32
-		want float32
-	}{
-		{1, 1}, {-2, -2}, {1 + 1.0/256, 1}, {1 + 3.0/256, 1 + 1.0/64}, {3.14159265, 3.140625},
-	} {
-		if got := BF16ToFloat32(Float32ToBF16(tc.in)); got != tc.want {
-			t.Errorf("BF16(%v) = %v want %v", tc.in, got, tc.want)
-		}
-	}
-	if !math.IsNaN(float64(BF16ToFloat32(Float32ToBF16(float32(math.NaN()))))) {
-		t.Error("NaN must stay NaN")
-	}
-}
-
 // FuzzHeader feeds arbitrary files to the parser: it must return an error or a
 // header whose every tensor lies inside the data buffer, never panic.
 func FuzzHeader(f *testing.F) {
@@ -369,7 +321,7 @@ func BenchmarkBF16ToFloat32(b *testing.B) {
 	const n = 1 << 20
 	raw := make([]byte, 2*n)
 	for i := 0; i < n; i++ {
-		binary.LittleEndian.PutUint16(raw[2*i:], Float32ToBF16(float32(i)*1e-3))
+		binary.LittleEndian.PutUint16(raw[2*i:], tensor.F32ToBF16(float32(i)*1e-3))
 	}
 	dst := make([]float32, n)
 	b.SetBytes(2 * n)
