@@ -171,44 +171,39 @@ func dotBlockWith(ks *kernelSet, out []float32, ldo int, q []float32, nq int, x 
 // may be nil; the (possibly grown) scratch is returned for reuse. The values
 // equal DotRowsF16's bit for bit.
 func DotBlockF16(out, q []float32, x []uint16, d int, scratch []float32) []float32 {
-	if d <= 0 {
-		clear(out)
-		return scratch
-	}
-	nq, nx := len(q)/d, len(x)/d
-	checkLen("out", len(out), nq*nx)
-	return dotBlockF16With(kernels, out, nx, q, nq, x, nx, d, scratch)
+	return dotBlockTiled(out, q, x, d, scratch, kernels.f16to32)
 }
 
 func dotBlockF16With(ks *kernelSet, out []float32, ldo int, q []float32, nq int, x []uint16, nx, d int, scratch []float32) []float32 {
-	if nq == 0 || nx == 0 {
-		return scratch
-	}
-	checkLen("rows", len(x), nx*d)
-	tile := rowTile(d)
-	scratch = grow(scratch, min(tile, nx)*d)
-	for r0 := 0; r0 < nx; r0 += tile {
-		r1 := min(nx, r0+tile)
-		buf := scratch[:(r1-r0)*d]
-		ks.f16to32(buf, x[r0*d:r1*d])
-		dotBlockWith(ks, out[r0:], ldo, q, nq, buf, r1-r0, d)
-	}
-	return scratch
+	return dotBlockTiledWith(ks, out, ldo, q, nq, x, nx, d, scratch, ks.f16to32)
 }
 
 // DotBlockU8 is DotBlock over rows of bytes (see DotRowsU8), converting each
 // tile once into scratch; bit-identical to DotRowsU8.
 func DotBlockU8(out, q []float32, x []uint8, d int, scratch []float32) []float32 {
+	return dotBlockTiled(out, q, x, d, scratch, kernels.u8to32)
+}
+
+func dotBlockU8With(ks *kernelSet, out []float32, ldo int, q []float32, nq int, x []uint8, nx, d int, scratch []float32) []float32 {
+	return dotBlockTiledWith(ks, out, ldo, q, nq, x, nx, d, scratch, ks.u8to32)
+}
+
+// dotBlockTiled is DotBlock over rows stored as T, which conv widens to
+// float32 (len(dst) elements).
+func dotBlockTiled[T uint16 | uint8](out, q []float32, x []T, d int, scratch []float32, conv func([]float32, []T)) []float32 {
 	if d <= 0 {
 		clear(out)
 		return scratch
 	}
 	nq, nx := len(q)/d, len(x)/d
 	checkLen("out", len(out), nq*nx)
-	return dotBlockU8With(kernels, out, nx, q, nq, x, nx, d, scratch)
+	return dotBlockTiledWith(kernels, out, nx, q, nq, x, nx, d, scratch, conv)
 }
 
-func dotBlockU8With(ks *kernelSet, out []float32, ldo int, q []float32, nq int, x []uint8, nx, d int, scratch []float32) []float32 {
+// dotBlockTiledWith converts each tile of rows once into scratch with conv
+// and runs the float32 block kernel on it, for all queries.
+func dotBlockTiledWith[T uint16 | uint8](ks *kernelSet, out []float32, ldo int, q []float32, nq int, x []T, nx, d int,
+	scratch []float32, conv func([]float32, []T)) []float32 {
 	if nq == 0 || nx == 0 {
 		return scratch
 	}
@@ -218,7 +213,7 @@ func dotBlockU8With(ks *kernelSet, out []float32, ldo int, q []float32, nq int, 
 	for r0 := 0; r0 < nx; r0 += tile {
 		r1 := min(nx, r0+tile)
 		buf := scratch[:(r1-r0)*d]
-		ks.u8to32(buf, x[r0*d:r1*d])
+		conv(buf, x[r0*d:r1*d])
 		dotBlockWith(ks, out[r0:], ldo, q, nq, buf, r1-r0, d)
 	}
 	return scratch
