@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/dlclark/regexp2 v1.12.0
+	github.com/edsrzf/mmap-go v1.2.0
 	github.com/gomlx/go-xla v0.1.4
 	github.com/gomlx/gomlx v0.26.0
 	github.com/kljensen/snowball v0.10.0

@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
+
+	"github.com/cas-engine/cas/internal/textenum"
 )
 
 // ACIRule selects how the ACI controller updates α_t after each step.
@@ -38,43 +39,19 @@ const (
 	RuleEMA
 )
 
-var aciRuleNames = [...]string{"plain", "smoothed", "ema"}
+var aciRuleNames = textenum.Names[ACIRule]{Type: "ACIRule", Kind: "ACI rule", Names: []string{"plain", "smoothed", "ema"}}
 
 // String returns "plain", "smoothed" or "ema".
-func (r ACIRule) String() string {
-	if r >= 0 && int(r) < len(aciRuleNames) {
-		return aciRuleNames[r]
-	}
-	return fmt.Sprintf("ACIRule(%d)", int(r))
-}
+func (r ACIRule) String() string { return aciRuleNames.String(r) }
 
 // ParseACIRule maps "plain", "smoothed" or "ema" (case-insensitive) to a rule.
-func ParseACIRule(name string) (ACIRule, error) {
-	for i, n := range aciRuleNames {
-		if strings.EqualFold(strings.TrimSpace(name), n) {
-			return ACIRule(i), nil
-		}
-	}
-	return 0, fmt.Errorf("unknown ACI rule %q (want plain, smoothed or ema)", name)
-}
+func ParseACIRule(name string) (ACIRule, error) { return aciRuleNames.Parse(name) }
 
 // MarshalText encodes the rule by name.
-func (r ACIRule) MarshalText() ([]byte, error) {
-	if r < 0 || int(r) >= len(aciRuleNames) {
-		return nil, fmt.Errorf("invalid ACI rule %d", int(r))
-	}
-	return []byte(r.String()), nil
-}
+func (r ACIRule) MarshalText() ([]byte, error) { return aciRuleNames.Marshal(r) }
 
 // UnmarshalText decodes a rule name.
-func (r *ACIRule) UnmarshalText(b []byte) error {
-	v, err := ParseACIRule(string(b))
-	if err != nil {
-		return err
-	}
-	*r = v
-	return nil
-}
+func (r *ACIRule) UnmarshalText(b []byte) error { return aciRuleNames.Unmarshal(b, r) }
 
 // ACIWindow says what the ACI window of size Window counts.
 type ACIWindow int
@@ -92,43 +69,20 @@ const (
 	WindowIterations
 )
 
-var aciWindowNames = [...]string{"scores", "iterations"}
+var aciWindowNames = textenum.Names[ACIWindow]{Type: "ACIWindow", Kind: "ACI window",
+	Names: []string{"scores", "iterations"}, Want: "iterations or scores"}
 
 // String returns "scores" or "iterations".
-func (w ACIWindow) String() string {
-	if w >= 0 && int(w) < len(aciWindowNames) {
-		return aciWindowNames[w]
-	}
-	return fmt.Sprintf("ACIWindow(%d)", int(w))
-}
+func (w ACIWindow) String() string { return aciWindowNames.String(w) }
 
 // ParseACIWindow maps "iterations" (paper) or "scores" (code) to a window.
-func ParseACIWindow(name string) (ACIWindow, error) {
-	for i, n := range aciWindowNames {
-		if strings.EqualFold(strings.TrimSpace(name), n) {
-			return ACIWindow(i), nil
-		}
-	}
-	return 0, fmt.Errorf("unknown ACI window %q (want iterations or scores)", name)
-}
+func ParseACIWindow(name string) (ACIWindow, error) { return aciWindowNames.Parse(name) }
 
 // MarshalText encodes the window by name.
-func (w ACIWindow) MarshalText() ([]byte, error) {
-	if w < 0 || int(w) >= len(aciWindowNames) {
-		return nil, fmt.Errorf("invalid ACI window %d", int(w))
-	}
-	return []byte(w.String()), nil
-}
+func (w ACIWindow) MarshalText() ([]byte, error) { return aciWindowNames.Marshal(w) }
 
 // UnmarshalText decodes a window name.
-func (w *ACIWindow) UnmarshalText(b []byte) error {
-	v, err := ParseACIWindow(string(b))
-	if err != nil {
-		return err
-	}
-	*w = v
-	return nil
-}
+func (w *ACIWindow) UnmarshalText(b []byte) error { return aciWindowNames.Unmarshal(b, w) }
 
 // ACI defaults (METHOD.md, "ACI on training").
 const (

@@ -1,11 +1,11 @@
 package conformal
 
 import (
-	"fmt"
 	"math"
 	"math/bits"
 	"slices"
-	"strings"
+
+	"github.com/cas-engine/cas/internal/textenum"
 )
 
 // QuantileRule selects how an empirical quantile of calibration scores is
@@ -39,44 +39,21 @@ const (
 	RuleLinear
 )
 
-var quantileRuleNames = [...]string{"conformal", "higher", "linear"}
+var quantileRuleNames = textenum.Names[QuantileRule]{Type: "QuantileRule", Kind: "quantile rule",
+	Names: []string{"conformal", "higher", "linear"}}
 
 // String returns the rule's name: "conformal", "higher" or "linear".
-func (r QuantileRule) String() string {
-	if r >= 0 && int(r) < len(quantileRuleNames) {
-		return quantileRuleNames[r]
-	}
-	return fmt.Sprintf("QuantileRule(%d)", int(r))
-}
+func (r QuantileRule) String() string { return quantileRuleNames.String(r) }
 
 // ParseQuantileRule maps a name ("conformal", "higher", "linear";
 // case-insensitive) to its rule.
-func ParseQuantileRule(name string) (QuantileRule, error) {
-	for i, n := range quantileRuleNames {
-		if strings.EqualFold(strings.TrimSpace(name), n) {
-			return QuantileRule(i), nil
-		}
-	}
-	return 0, fmt.Errorf("unknown quantile rule %q (want conformal, higher or linear)", name)
-}
+func ParseQuantileRule(name string) (QuantileRule, error) { return quantileRuleNames.Parse(name) }
 
 // MarshalText encodes the rule by name (used in JSON state).
-func (r QuantileRule) MarshalText() ([]byte, error) {
-	if r < 0 || int(r) >= len(quantileRuleNames) {
-		return nil, fmt.Errorf("invalid quantile rule %d", int(r))
-	}
-	return []byte(r.String()), nil
-}
+func (r QuantileRule) MarshalText() ([]byte, error) { return quantileRuleNames.Marshal(r) }
 
 // UnmarshalText decodes a rule name.
-func (r *QuantileRule) UnmarshalText(b []byte) error {
-	v, err := ParseQuantileRule(string(b))
-	if err != nil {
-		return err
-	}
-	*r = v
-	return nil
-}
+func (r *QuantileRule) UnmarshalText(b []byte) error { return quantileRuleNames.Unmarshal(b, r) }
 
 // Quantile returns the level-quantile (level = 1−α) of scores under rule. The
 // input is not modified (a sorted copy is made); use QuantileSorted when the
@@ -100,32 +77,15 @@ func quantileInPlace(s []float64, level float64, rule QuantileRule) float64 {
 		slices.Sort(s) // NaNs defeat selection; sorting orders them first
 		return QuantileSorted(s, level, rule)
 	}
-	switch rule {
-	case RuleConformal:
-		k := ceilIndex(float64(n+1) * level)
-		if k > float64(n) {
-			return math.Inf(1)
-		}
-		if k < 1 {
-			return math.Inf(-1)
-		}
-		return selectKth(s, int(k)-1)
-	case RuleHigher:
-		j := int(ceilIndex(float64(n-1) * clamp01(level)))
-		return selectKth(s, min(max(j, 0), n-1))
-	case RuleLinear:
-		h := float64(n-1) * clamp01(level)
-		j := min(max(int(math.Floor(h)), 0), n-1)
-		lo := selectKth(s, j)
-		frac := h - float64(j)
-		if j == n-1 || frac == 0 {
-			return lo
-		}
-		hi := slices.Min(s[j+1:]) // selection leaves s[j+1:] ≥ s[j]
-		return math.Min(hi, math.Max(lo, lo+frac*(hi-lo)))
-	default:
-		return math.NaN()
+	j, frac, q, exact := quantileIndex(n, level, rule)
+	if exact {
+		return q
 	}
+	lo := selectKth(s, j)
+	if frac == 0 {
+		return lo
+	}
+	return interpolate(lo, slices.Min(s[j+1:]), frac) // selection leaves s[j+1:] ≥ s[j]
 }
 
 // selectKth reorders a (no NaNs) so that a[k] is its (k+1)-th smallest
@@ -187,38 +147,51 @@ func QuantileSorted(sorted []float64, level float64, rule QuantileRule) float64 
 	if n == 0 {
 		return math.Inf(1)
 	}
+	j, frac, q, exact := quantileIndex(n, level, rule)
+	if exact {
+		return q
+	}
+	if frac == 0 {
+		return sorted[j]
+	}
+	return interpolate(sorted[j], sorted[j+1], frac)
+}
+
+// quantileIndex is where rule reads the level-quantile of n ≥ 1 sorted
+// scores: the order statistic j (0-based) and the fraction of the way to
+// j+1 (RuleLinear; 0 otherwise). exact reports that the quantile is q
+// without reading the scores (±∞ for RuleConformal's k outside [1, n], NaN
+// for an unknown rule).
+func quantileIndex(n int, level float64, rule QuantileRule) (j int, frac, q float64, exact bool) {
 	switch rule {
 	case RuleConformal:
 		k := ceilIndex(float64(n+1) * level)
 		if k > float64(n) {
-			return math.Inf(1)
+			return 0, 0, math.Inf(1), true
 		}
 		if k < 1 {
-			return math.Inf(-1)
+			return 0, 0, math.Inf(-1), true
 		}
-		return sorted[int(k)-1]
+		return int(k) - 1, 0, 0, false
 	case RuleHigher:
-		level = clamp01(level)
-		j := int(ceilIndex(float64(n-1) * level))
-		return sorted[min(max(j, 0), n-1)]
+		j := int(ceilIndex(float64(n-1) * clamp01(level)))
+		return min(max(j, 0), n-1), 0, 0, false
 	case RuleLinear:
-		level = clamp01(level)
-		h := float64(n-1) * level
-		j := int(math.Floor(h))
-		j = min(max(j, 0), n-1)
+		h := float64(n-1) * clamp01(level)
+		j := min(max(int(math.Floor(h)), 0), n-1)
 		if j == n-1 {
-			return sorted[n-1]
+			return j, 0, 0, false
 		}
-		frac := h - float64(j)
-		if frac == 0 {
-			return sorted[j]
-		}
-		lo, hi := sorted[j], sorted[j+1]
-		// Clamp: rounding must not push the interpolant past its neighbours.
-		return math.Min(hi, math.Max(lo, lo+frac*(hi-lo)))
+		return j, h - float64(j), 0, false
 	default:
-		return math.NaN()
+		return 0, 0, math.NaN(), true
 	}
+}
+
+// interpolate is lo + frac·(hi − lo), clamped so that rounding never pushes
+// it past its neighbours.
+func interpolate(lo, hi, frac float64) float64 {
+	return math.Min(hi, math.Max(lo, lo+frac*(hi-lo)))
 }
 
 // ceilIndex is ⌈x⌉ with a relative tolerance of 1e-12, so that products such

@@ -8,8 +8,9 @@ import (
 	"text/tabwriter"
 )
 
-// WalkthroughConfig sizes the conformal walkthrough (cas demo until the full
-// demo lands). The zero value of a field means its default.
+// WalkthroughConfig sizes the conformal walkthrough (`cas demo
+// --conformal-only`: APS and ACI on simulated scores, in seconds). The zero
+// value of a field means its default.
 type WalkthroughConfig struct {
 	Seed        uint64 // random seed (default 0 is a valid seed)
 	Candidates  int    // retrieved candidates per query (default 20)

@@ -90,11 +90,10 @@ func (r *runner) runVariant(ctx context.Context, d *worldData, v Variant) error 
 	return r.stage(ctx, "grpo-"+v.Name, func() error {
 		dir := r.variantDir(v)
 		// The run goes in segments of CheckpointEvery steps, each a fresh
-		// trainer resumed from the last checkpoint: a qwen.Model compiles
-		// one generation graph per (batch, tokens, cache) shape and refuses
-		// a 33rd, which a policy sampling many steps of compacting rollouts
-		// reaches (after about 7 steps of 8 prompts × 5); fresh models also
-		// release the compiled graphs' memory.
+		// trainer resumed from the last checkpoint, so that the generation
+		// graphs compiled per (batch, tokens, cache) shape by a policy
+		// sampling many steps of compacting rollouts are released between
+		// segments instead of accumulating.
 		opts := train.RunOptions{Backend: r.backend, Retriever: d.retriever, Tokenizer: d.tok, Progress: r.opts.Progress,
 			Log: r.opts.Log, StopAfter: r.cfg.GRPO.CheckpointEvery, PathRoot: r.out}
 		for {

@@ -2,9 +2,7 @@ package demo
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -90,16 +88,22 @@ const (
 // SaveModelFolder writes m as a Hugging Face model folder that qwen.Load
 // and the trainer read: config.json, generation_config.json (the EOS id),
 // model.safetensors (F32) and a copy of the tokenizer. The folder is built
-// under a temporary name and renamed into place, so dir is either absent or
-// complete (or, after a kill during the replacement, dir.old is).
+// under a temporary name and committed with atomicfile.Dir, so dir is
+// either absent or complete (a kill during the replacement leaves the old
+// or the new folder complete beside it).
 func SaveModelFolder(dir string, m *qwen.Model, tokenizerPath string) error {
-	tmp := dir + ".tmp"
-	if err := os.RemoveAll(tmp); err != nil {
+	d, err := atomicfile.CreateDir(dir)
+	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(tmp, 0o755); err != nil {
+	if err := writeModelFolder(d.Path(), m, tokenizerPath); err != nil {
+		d.Abort()
 		return err
 	}
+	return d.Commit()
+}
+
+func writeModelFolder(tmp string, m *qwen.Model, tokenizerPath string) error {
 	if err := m.Save(filepath.Join(tmp, weightsFile), safetensors.F32); err != nil {
 		return err
 	}
@@ -117,29 +121,7 @@ func SaveModelFolder(dir string, m *qwen.Model, tokenizerPath string) error {
 	if err := writeFile(filepath.Join(tmp, genConfigFile), append(gen, '\n')); err != nil {
 		return err
 	}
-	if err := atomicfile.Copy(tokenizerPath, filepath.Join(tmp, tokenizerFile)); err != nil {
-		return err
-	}
-	if err := atomicfile.SyncDir(tmp); err != nil {
-		return err
-	}
-	// Replace: move the old folder aside, the new one in, then remove the
-	// old one; a kill in between leaves dir or dir.old complete, never a
-	// half-removed dir.
-	old := dir + ".old"
-	if err := os.RemoveAll(old); err != nil {
-		return err
-	}
-	if err := os.Rename(dir, old); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		return err
-	}
-	if err := atomicfile.SyncDir(filepath.Dir(dir)); err != nil {
-		return err
-	}
-	return os.RemoveAll(old)
+	return atomicfile.Copy(tokenizerPath, filepath.Join(tmp, tokenizerFile))
 }
 
 // LoadModelFolder reads a folder written by SaveModelFolder (or a trainer

@@ -14,7 +14,6 @@ import (
 	"github.com/gomlx/gomlx/backends"
 
 	"github.com/cas-engine/cas/backend"
-	_ "github.com/cas-engine/cas/backend/gocpu" // registers "gocpu", the fast CPU backend
 )
 
 // DefaultMemoryLimitMiB is the soft Go heap limit (runtime/debug.SetMemoryLimit)
@@ -29,23 +28,11 @@ const DefaultMemoryLimitMiB = 4096
 
 // Options are what a run needs from outside its config.
 type Options struct {
-	// Backend runs the models; nil picks one (NewBackend).
+	// Backend runs the models; nil picks one (backend.New).
 	Backend backends.Backend
 	// Progress receives progress bars, Log one-line messages (nil: none).
 	Progress io.Writer
 	Log      io.Writer
-}
-
-// NewBackend returns the backend named by $GOMLX_BACKEND, else the fast CPU
-// backend ("gocpu"), else GoMLX's pure-Go one.
-func NewBackend() (backends.Backend, error) {
-	if os.Getenv(backend.EnvVar) != "" {
-		return backend.New()
-	}
-	if b, err := backend.NewWithConfig("gocpu"); err == nil {
-		return b, nil
-	}
-	return backend.NewWithConfig(backend.Default)
 }
 
 // Files of a run folder.
@@ -86,7 +73,7 @@ func newRunner(cfg Config, out string, opts Options) (*runner, error) {
 	}
 	r := &runner{cfg: cfg, out: out, opts: opts, backend: opts.Backend}
 	if r.backend == nil {
-		b, err := NewBackend()
+		b, err := backend.New()
 		if err != nil {
 			return nil, fmt.Errorf("backend: %w", err)
 		}

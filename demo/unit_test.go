@@ -13,6 +13,7 @@ import (
 
 	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/conformal"
+	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/model/tokenizer"
 	"github.com/cas-engine/cas/search"
 	"github.com/cas-engine/cas/world"
@@ -312,7 +313,7 @@ func variantNames(c Config) []string {
 // TestSFTMatchesWarmStart: the demo's supervised step computes the same
 // masked cross-entropy as train.WarmStart on the same batch, and lowers it.
 func TestSFTMatchesWarmStart(t *testing.T) {
-	be, err := NewBackend()
+	be, err := backend.New()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,12 +69,14 @@ func (ws *warmSaver) save(policy *qwen.Model, st warmState) error {
 		return fmt.Errorf("warm save: %w", err)
 	}
 	name := warmSavePrefix + fmt.Sprintf("%06d", st.Report.Steps)
-	tmp, err := os.MkdirTemp(ws.root, "."+name+".tmp-")
+	final := filepath.Join(ws.root, name)
+	d, err := atomicfile.CreateDir(final) // replaces a save of this step from a run resumed before it
 	if err != nil {
 		return fmt.Errorf("warm save: %w", err)
 	}
+	tmp := d.Path()
 	fail := func(err error) error {
-		os.RemoveAll(tmp)
+		d.Abort()
 		return fmt.Errorf("warm save of step %d: %w", st.Report.Steps, err)
 	}
 	if err := SaveModelFolder(filepath.Join(tmp, warmModelDir), policy, ws.tokPath); err != nil {
@@ -93,21 +95,11 @@ func (ws *warmSaver) save(policy *qwen.Model, st warmState) error {
 	if err := atomicfile.WriteFile(filepath.Join(tmp, warmStateFile), append(b, '\n')); err != nil {
 		return fail(err)
 	}
-	if err := atomicfile.SyncDir(tmp); err != nil {
-		return fail(err)
-	}
 	if err := ws.hook("folder written"); err != nil {
 		return err
 	}
-	final := filepath.Join(ws.root, name)
-	if err := os.RemoveAll(final); err != nil { // a save of this step from a run resumed before it
-		return fail(err)
-	}
-	if err := os.Rename(tmp, final); err != nil {
-		return fail(err)
-	}
-	if err := atomicfile.SyncDir(ws.root); err != nil {
-		return err
+	if err := d.Commit(); err != nil {
+		return fmt.Errorf("warm save of step %d: %w", st.Report.Steps, err)
 	}
 	if err := ws.hook("folder renamed"); err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/train"
 )
@@ -53,7 +54,7 @@ func newWarmFixture(t *testing.T) *warmFixture {
 // run runs (or resumes) the warm start in root; crash, when set, is the
 // save hook; cancelAt > 0 cancels the context before that step.
 func (f *warmFixture) run(root string, crash func(string) error, cancelAt int) (*qwen.Model, WarmReport, error) {
-	be, err := NewBackend()
+	be, err := backend.New()
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -16,6 +16,8 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+
+	"github.com/cas-engine/cas/internal/atomicfile"
 )
 
 // BM25Params are Okapi BM25's free parameters. pyserini's defaults (and
@@ -491,7 +493,7 @@ func (ix *BM25Index) Save(path string) error {
 	if _, err := ix.WriteTo(&buf); err != nil {
 		return fmt.Errorf("encode bm25 index: %w", err)
 	}
-	return writeRetrievalFile(path, buf.Bytes())
+	return atomicfile.WriteFile(path, buf.Bytes())
 }
 
 // LoadBM25 reads an index written by Save. The file is read once and the

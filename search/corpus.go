@@ -11,12 +11,12 @@ import (
 	"hash/fnv"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/cas-engine/cas/internal/meter"
+	"github.com/cas-engine/cas/internal/atomicfile"
 )
 
 // Doc is one corpus passage in the wiki-18 format
@@ -301,7 +301,7 @@ func (c *Corpus) writeOffsets(path string, size, fp uint64) error {
 		}
 	}
 	buf = binary.LittleEndian.AppendUint32(buf, crc32.Checksum(buf, corpusCRC))
-	return writeRetrievalFile(path, buf)
+	return atomicfile.WriteFile(path, buf)
 }
 
 // OpenCorpus opens a corpus with the offsets table BuildCorpusOffsets wrote,
@@ -489,33 +489,4 @@ func (c *Corpus) Scan(progress io.Writer, fn func(row int, d Doc) error) error {
 		row++
 		return nil
 	})
-}
-
-// writeRetrievalFile writes data to a temp file next to path, syncs it, and
-// renames it over path, so readers never see a half-written file.
-func writeRetrievalFile(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	name := tmp.Name()
-	werr := tmp.Chmod(0o644)
-	if werr == nil {
-		_, werr = tmp.Write(data)
-	}
-	if werr == nil {
-		werr = tmp.Sync()
-	}
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(name, path)
-	}
-	if werr != nil {
-		os.Remove(name)
-		return fmt.Errorf("write %s: %w", path, werr)
-	}
-	return nil
 }

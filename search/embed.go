@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 
 	"github.com/cas-engine/cas/internal/meter"
+	"github.com/cas-engine/cas/internal/atomicfile"
 )
 
 // EmbedOptions configure EmbedCorpus.
@@ -106,7 +107,7 @@ func EmbedCorpus(ctx context.Context, c *Corpus, enc Encoder, dir string, opt Em
 		return EmbeddingChunks{}, err
 	} else {
 		raw, _ := json.MarshalIndent(man, "", "  ")
-		if err := writeRetrievalFile(manPath, append(raw, '\n')); err != nil {
+		if err := atomicfile.WriteFile(manPath, append(raw, '\n')); err != nil {
 			return EmbeddingChunks{}, err
 		}
 	}
@@ -149,7 +150,7 @@ func EmbedCorpus(ctx context.Context, c *Corpus, enc Encoder, dir string, opt Em
 			}
 			bar.Add(len(texts))
 		}
-		if err := writeRetrievalFile(path, buf); err != nil {
+		if err := atomicfile.WriteFile(path, buf); err != nil {
 			return out, err
 		}
 	}

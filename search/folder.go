@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cas-engine/cas/internal/meter"
+	"github.com/cas-engine/cas/internal/atomicfile"
 	"github.com/cas-engine/cas/internal/relpath"
 	"github.com/cas-engine/cas/search/vector"
 )
@@ -181,7 +182,7 @@ func WriteFolderSettings(dir string, s FolderSettings) error {
 	if err != nil {
 		return err
 	}
-	return writeRetrievalFile(filepath.Join(dir, SettingsFile), append(raw, '\n'))
+	return atomicfile.WriteFile(filepath.Join(dir, SettingsFile), append(raw, '\n'))
 }
 
 // BM25BuildOptions configure BuildBM25Folder.

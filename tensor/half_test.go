@@ -215,45 +215,33 @@ func TestDecodeU8(t *testing.T) {
 	}
 }
 
-func BenchmarkEncodeF16(b *testing.B) {
+// BenchmarkHalf measures the float32 ↔ float16/bfloat16 conversions of
+// 64 Ki elements (bytes/s of the source).
+func BenchmarkHalf(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 1))
-	src := randVec(r, 1<<16)
-	dst := make([]uint16, len(src))
-	b.SetBytes(int64(len(src) * 4))
-	for b.Loop() {
-		EncodeF16(dst, src)
+	f32 := randVec(r, 1<<16)
+	f16 := make([]uint16, len(f32))
+	EncodeF16(f16, f32)
+	bf16 := make([]uint16, len(f32))
+	for i := range bf16 {
+		bf16[i] = uint16(i)
 	}
-}
-
-func BenchmarkDecodeF16(b *testing.B) {
-	r := rand.New(rand.NewPCG(1, 1))
-	src := make([]uint16, 1<<16)
-	EncodeF16(src, randVec(r, len(src)))
-	dst := make([]float32, len(src))
-	b.SetBytes(int64(len(src) * 2))
-	for b.Loop() {
-		DecodeF16(dst, src)
-	}
-}
-
-func BenchmarkEncodeBF16(b *testing.B) {
-	r := rand.New(rand.NewPCG(1, 1))
-	src := randVec(r, 1<<16)
-	dst := make([]uint16, len(src))
-	b.SetBytes(int64(len(src) * 4))
-	for b.Loop() {
-		EncodeBF16(dst, src)
-	}
-}
-
-func BenchmarkDecodeBF16(b *testing.B) {
-	src := make([]uint16, 1<<16)
-	for i := range src {
-		src[i] = uint16(i)
-	}
-	dst := make([]float32, len(src))
-	b.SetBytes(int64(len(src) * 2))
-	for b.Loop() {
-		DecodeBF16(dst, src)
+	dst16, dst32 := make([]uint16, len(f32)), make([]float32, len(f32))
+	for _, bc := range []struct {
+		name     string
+		srcBytes int
+		run      func()
+	}{
+		{"EncodeF16", 4, func() { EncodeF16(dst16, f32) }},
+		{"DecodeF16", 2, func() { DecodeF16(dst32, f16) }},
+		{"EncodeBF16", 4, func() { EncodeBF16(dst16, f32) }},
+		{"DecodeBF16", 2, func() { DecodeBF16(dst32, bf16) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(f32) * bc.srcBytes))
+			for b.Loop() {
+				bc.run()
+			}
+		})
 	}
 }

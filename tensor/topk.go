@@ -57,36 +57,22 @@ func (t *TopK) Push(score float32, id int64) {
 }
 
 // PushRows offers scores[j] with id first+j for every j.
-func (t *TopK) PushRows(scores []float32, first int64) {
-	j := 0
-	for ; j < len(scores) && len(t.scores) < t.k; j++ {
-		t.Push(scores[j], first+int64(j))
-	}
-	if t.k == 0 || j == len(scores) {
-		return
-	}
-	thr := t.scores[0]
-	for ; j < len(scores); j++ {
-		s := scores[j]
-		if s < thr || !(s == s) {
-			continue
-		}
-		id := first + int64(j)
-		if s == thr && id > t.ids[0] {
-			continue
-		}
-		t.scores[0], t.ids[0] = s, id
-		t.down(0)
-		thr = t.scores[0]
-	}
-}
+func (t *TopK) PushRows(scores []float32, first int64) { t.push(scores, first, nil) }
 
 // PushIDs offers scores[j] with id ids[j] for every j.
-func (t *TopK) PushIDs(scores []float32, ids []int64) {
-	ids = ids[:len(scores)]
+func (t *TopK) PushIDs(scores []float32, ids []int64) { t.push(scores, 0, ids[:len(scores)]) }
+
+// push offers scores[j] with id ids[j], or first+j when ids is nil.
+func (t *TopK) push(scores []float32, first int64, ids []int64) {
+	idOf := func(j int) int64 {
+		if ids != nil {
+			return ids[j]
+		}
+		return first + int64(j)
+	}
 	j := 0
 	for ; j < len(scores) && len(t.scores) < t.k; j++ {
-		t.Push(scores[j], ids[j])
+		t.Push(scores[j], idOf(j))
 	}
 	if t.k == 0 || j == len(scores) {
 		return
@@ -97,7 +83,7 @@ func (t *TopK) PushIDs(scores []float32, ids []int64) {
 		if s < thr || !(s == s) {
 			continue
 		}
-		id := ids[j]
+		id := idOf(j)
 		if s == thr && id > t.ids[0] {
 			continue
 		}

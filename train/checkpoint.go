@@ -48,7 +48,6 @@ const (
 	modelWeightsFile   = safetensors.SingleFileName
 	hfConfigFile       = "config.json"
 	tokenizerJSONFile  = "tokenizer.json"
-	checkpointTmpGlob  = ".step-*.tmp-*"
 	stateFormatVersion = 1
 )
 
@@ -98,16 +97,14 @@ func WriteCheckpoint(runDir string, policy *qwen.Model, aci *conformal.ACI, st T
 	}
 	name := CheckpointName(st.Step)
 	final := filepath.Join(root, name)
-	tmp, err := os.MkdirTemp(root, "."+name+".tmp-")
+	d, err := atomicfile.CreateDir(final)
 	if err != nil {
 		return "", fmt.Errorf("checkpoint: %w", err)
 	}
+	tmp := d.Path()
 	fail := func(err error) (string, error) {
-		os.RemoveAll(tmp)
+		d.Abort()
 		return "", fmt.Errorf("checkpoint step %d: %w", st.Step, err)
-	}
-	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it 0700
-		return fail(err)
 	}
 	if err := writeHFFolder(tmp, policy, src, dtype); err != nil {
 		return fail(err)
@@ -134,21 +131,10 @@ func WriteCheckpoint(runDir string, policy *qwen.Model, aci *conformal.ACI, st T
 	if err := writeFileAtomic(filepath.Join(tmp, TrainerStateFile), append(b, '\n')); err != nil {
 		return fail(err)
 	}
-	if err := syncDir(tmp); err != nil {
-		return fail(err)
-	}
-	if _, err := os.Stat(final); err == nil {
-		// A checkpoint of this step exists (a run resumed from an earlier
-		// one and reached this step again): replace it.
-		if err := os.RemoveAll(final); err != nil {
-			return fail(err)
-		}
-	}
-	if err := os.Rename(tmp, final); err != nil {
-		return fail(err)
-	}
-	if err := syncDir(root); err != nil {
-		return "", err
+	// Commit replaces a checkpoint of this step that already exists (a run
+	// resumed from an earlier one and reached this step again).
+	if err := d.Commit(); err != nil {
+		return "", fmt.Errorf("checkpoint step %d: %w", st.Step, err)
 	}
 	if err := writeFileAtomic(filepath.Join(root, LatestFile), []byte(name+"\n")); err != nil {
 		return "", err
@@ -203,7 +189,7 @@ func copyFileIfExists(from, to string) error {
 // it after every checkpoint and when it resumes, so keep holds after a
 // crash too.
 func pruneCheckpoints(root string, keep int, current string) error {
-	tmps, _ := filepath.Glob(filepath.Join(root, checkpointTmpGlob))
+	tmps, _ := filepath.Glob(filepath.Join(root, atomicfile.TmpPattern(checkpointPrefix+"*")))
 	for _, t := range tmps {
 		os.RemoveAll(t)
 	}

@@ -56,14 +56,11 @@ func DefaultConfig(seed uint64) Config {
 // SmallConfig is the world of `cas demo --quick` and of the tests: about 580
 // passages and 870 questions.
 func SmallConfig(seed uint64) Config {
-	return Config{
-		Seed:      seed,
-		Countries: 8, Cities: 40, People: 170, Films: 60, Companies: 40, Bands: 24, Books: 44,
-		NearDuplicateRate: 0.12, MarriedFraction: 0.35,
-		Train: 600, APSCalib: 100, ACICalib: 60, Test: 110,
-		TwoHopFraction: 0.5,
-		VocabSize:      768, MinMergeFrequency: 2,
-	}
+	c := DefaultConfig(seed)
+	c.Countries, c.Cities, c.People, c.Films, c.Companies, c.Bands, c.Books = 8, 40, 170, 60, 40, 24, 44
+	c.Train, c.APSCalib, c.ACICalib, c.Test = 600, 100, 60, 110
+	c.VocabSize = 768
+	return c
 }
 
 // ConfigForSize returns the preset named "small" or "default".

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/cas-engine/cas/internal/atomicfile"
 	"github.com/cas-engine/cas/world/bpe"
 )
 
@@ -126,36 +127,29 @@ func WriteQuestions(w io.Writer, qs []Question) error {
 // world.json. Every file is written to a temporary name first and renamed
 // only once all of them are complete, so a failure leaves no half-written
 // file behind.
-func (w *World) WriteDir(dir string, tok *bpe.Model) (err error) {
+func (w *World) WriteDir(dir string, tok *bpe.Model) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
-	type pending struct{ tmp, final string }
-	var done []pending
+	var pending []*atomicfile.File
 	defer func() {
-		if err != nil {
-			for _, p := range done {
-				os.Remove(p.tmp)
-			}
+		for _, f := range pending {
+			f.Abort() // after a failure; nothing once committed
 		}
 	}()
 	write := func(name string, fn func(io.Writer) error) error {
-		final := filepath.Join(dir, name)
-		f, err := os.CreateTemp(dir, "."+name+".tmp*")
+		f, err := atomicfile.Create(filepath.Join(dir, name))
 		if err != nil {
-			return fmt.Errorf("write %s: %w", final, err)
+			return err
 		}
-		done = append(done, pending{f.Name(), final})
-		if err := fn(f); err != nil {
-			f.Close()
-			return fmt.Errorf("write %s: %w", final, err)
+		pending = append(pending, f)
+		bw := bufio.NewWriter(f)
+		err = fn(bw)
+		if err == nil {
+			err = bw.Flush()
 		}
-		if err := f.Chmod(0o644); err != nil {
-			f.Close()
-			return fmt.Errorf("write %s: %w", final, err)
-		}
-		if err := f.Close(); err != nil {
-			return fmt.Errorf("write %s: %w", final, err)
+		if err != nil {
+			return fmt.Errorf("write %s: %w", filepath.Join(dir, name), err)
 		}
 		return nil
 	}
@@ -182,9 +176,9 @@ func (w *World) WriteDir(dir string, tok *bpe.Model) (err error) {
 	}); err != nil {
 		return err
 	}
-	for _, p := range done {
-		if err := os.Rename(p.tmp, p.final); err != nil {
-			return fmt.Errorf("rename %s: %w", p.final, err)
+	for _, f := range pending {
+		if err := f.Commit(); err != nil {
+			return err
 		}
 	}
 	return nil

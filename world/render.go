@@ -263,24 +263,39 @@ func (rd *renderer) worksSentence(p int, ws []int) sentence {
 	return rd.say(p, tmpl, sup, "{L}", list)
 }
 
+// opening is one way to open an entity's passage: an intro sentence, and a
+// follow-up (one template drawn from follow; none when follow is empty)
+// stating the facts the intro leaves out.
+type opening struct {
+	intro      string
+	introRefs  []factRef
+	follow     []string
+	followRefs []factRef
+}
+
+// open draws one of the openings and renders it.
+func (rd *renderer) open(e int, kv []string, os ...opening) (sentence, []sentence) {
+	o := os[rd.r.IntN(len(os))]
+	intro := rd.say(e, o.intro, o.introRefs, kv...)
+	switch len(o.follow) {
+	case 0:
+		return intro, nil
+	case 1:
+		return intro, []sentence{rd.say(e, o.follow[0], o.followRefs, kv...)}
+	}
+	return intro, []sentence{rd.say(e, rd.choose(o.follow...), o.followRefs, kv...)}
+}
+
 func (rd *renderer) film(e int) (sentence, []sentence) {
 	w, r := rd.w, rd.r
 	ent := w.Entities[e]
 	d, a := rd.object(e, DirectedBy), rd.object(e, Starring)
 	kv := []string{"{D}", w.Entities[d].Name, "{A}", w.Entities[a].Name, "{Y}", rd.value(e, ReleaseYear), "{G}", ent.Genre}
 	dRef, yRef, aRef := rd.ref(e, DirectedBy), rd.ref(e, ReleaseYear), rd.ref(e, Starring)
-	var intro sentence
-	var rest []sentence
-	switch r.IntN(3) {
-	case 0:
-		intro = rd.say(e, "{S} is a {Y} {G} film directed by {D}.", refs(yRef, dRef), kv...)
-	case 1:
-		intro = rd.say(e, "{S} is a {G} film released in {Y}.", refs(yRef), kv...)
-		rest = append(rest, rd.say(e, rd.choose("{S} was directed by {D}.", "{D} directed {S}."), refs(dRef), kv...))
-	default:
-		intro = rd.say(e, "{S} is a {G} film directed by {D}.", refs(dRef), kv...)
-		rest = append(rest, rd.say(e, rd.choose("{S} was released in {Y}.", "The film was released in {Y}."), refs(yRef), kv...))
-	}
+	intro, rest := rd.open(e, kv,
+		opening{"{S} is a {Y} {G} film directed by {D}.", refs(yRef, dRef), nil, nil},
+		opening{"{S} is a {G} film released in {Y}.", refs(yRef), []string{"{S} was directed by {D}.", "{D} directed {S}."}, refs(dRef)},
+		opening{"{S} is a {G} film directed by {D}.", refs(dRef), []string{"{S} was released in {Y}.", "The film was released in {Y}."}, refs(yRef)})
 	rest = append(rest, rd.say(e, rd.choose("{S} stars {A} in the lead role.", "{A} played the lead role in {S}.", "The lead role in {S} was played by {A}."), refs(aRef), kv...))
 	rest = append(rest, rd.fillers(r.IntN(2), []sentence{
 		rd.say(e, "The film was shot in {C}.", nil, "{C}", rd.other(City, -1)),
@@ -298,18 +313,10 @@ func (rd *renderer) company(e int) (sentence, []sentence) {
 	f, hq := rd.object(e, FoundedBy), rd.object(e, Headquarters)
 	kv := []string{"{F}", w.Entities[f].Name, "{C}", w.Entities[hq].Name, "{Y}", rd.value(e, FoundingYear), "{I}", ent.Industry}
 	fRef, hRef, yRef := rd.ref(e, FoundedBy), rd.ref(e, Headquarters), rd.ref(e, FoundingYear)
-	var intro sentence
-	var rest []sentence
-	switch r.IntN(3) {
-	case 0:
-		intro = rd.say(e, "{S} is a {I} company founded by {F} in {Y}.", refs(fRef, yRef), kv...)
-	case 1:
-		intro = rd.say(e, "{S} is a {I} company.", nil, kv...)
-		rest = append(rest, rd.say(e, "{F} founded {S} in {Y}.", refs(fRef, yRef), kv...))
-	default:
-		intro = rd.say(e, "{S} is a {I} company founded by {F}.", refs(fRef), kv...)
-		rest = append(rest, rd.say(e, rd.choose("{S} was founded in {Y}.", "The company was founded in {Y}."), refs(yRef), kv...))
-	}
+	intro, rest := rd.open(e, kv,
+		opening{"{S} is a {I} company founded by {F} in {Y}.", refs(fRef, yRef), nil, nil},
+		opening{"{S} is a {I} company.", nil, []string{"{F} founded {S} in {Y}."}, refs(fRef, yRef)},
+		opening{"{S} is a {I} company founded by {F}.", refs(fRef), []string{"{S} was founded in {Y}.", "The company was founded in {Y}."}, refs(yRef)})
 	rest = append(rest, rd.say(e, rd.choose("{S} has its headquarters in {C}.", "The headquarters of {S} are in {C}.", "{S} is headquartered in {C}."), refs(hRef), kv...))
 	rest = append(rest, rd.fillers(r.IntN(2), []sentence{
 		rd.say(e, "{S} also has offices in {C2}.", nil, "{C2}", rd.other(City, hq)),
@@ -325,18 +332,10 @@ func (rd *renderer) band(e int) (sentence, []sentence) {
 	s, c := rd.object(e, LeadSinger), rd.object(e, FormedIn)
 	kv := []string{"{P}", w.Entities[s].Name, "{C}", w.Entities[c].Name, "{Y}", rd.value(e, FormedYear), "{G}", ent.Genre}
 	sRef, cRef, yRef := rd.ref(e, LeadSinger), rd.ref(e, FormedIn), rd.ref(e, FormedYear)
-	var intro sentence
-	var rest []sentence
-	switch r.IntN(3) {
-	case 0:
-		intro = rd.say(e, "{S} is a {G} band formed in {C} in {Y}.", refs(cRef, yRef), kv...)
-	case 1:
-		intro = rd.say(e, "{S} is a {G} band.", nil, kv...)
-		rest = append(rest, rd.say(e, "{S} was formed in {C} in {Y}.", refs(cRef, yRef), kv...))
-	default:
-		intro = rd.say(e, "{S} is a {G} band formed in {Y}.", refs(yRef), kv...)
-		rest = append(rest, rd.say(e, rd.choose("{S} was formed in {C}.", "The band was formed in {C}."), refs(cRef), kv...))
-	}
+	intro, rest := rd.open(e, kv,
+		opening{"{S} is a {G} band formed in {C} in {Y}.", refs(cRef, yRef), nil, nil},
+		opening{"{S} is a {G} band.", nil, []string{"{S} was formed in {C} in {Y}."}, refs(cRef, yRef)},
+		opening{"{S} is a {G} band formed in {Y}.", refs(yRef), []string{"{S} was formed in {C}.", "The band was formed in {C}."}, refs(cRef)})
 	rest = append(rest, rd.say(e, rd.choose("{S} is fronted by lead singer {P}.", "The lead singer of {S} is {P}.", "{P} is the lead singer of {S}."), refs(sRef), kv...))
 	rest = append(rest, rd.fillers(r.IntN(2), []sentence{
 		rd.say(e, "Their first album appeared in {Y2}.", nil, "{Y2}", rd.yearPlus(e, FormedYear, 1, 3)),
@@ -351,18 +350,10 @@ func (rd *renderer) book(e int) (sentence, []sentence) {
 	a := rd.object(e, WrittenBy)
 	kv := []string{"{A}", w.Entities[a].Name, "{Y}", rd.value(e, PublishedYear)}
 	aRef, yRef := rd.ref(e, WrittenBy), rd.ref(e, PublishedYear)
-	var intro sentence
-	var rest []sentence
-	switch r.IntN(3) {
-	case 0:
-		intro = rd.say(e, "{S} is a novel by {A}, published in {Y}.", refs(aRef, yRef), kv...)
-	case 1:
-		intro = rd.say(e, "{S} is a novel by {A}.", refs(aRef), kv...)
-		rest = append(rest, rd.say(e, rd.choose("{S} was first published in {Y}.", "The novel was published in {Y}."), refs(yRef), kv...))
-	default:
-		intro = rd.say(e, "{S} is a novel published in {Y}.", refs(yRef), kv...)
-		rest = append(rest, rd.say(e, rd.choose("{S} was written by {A}.", "{A} wrote the novel {S}."), refs(aRef), kv...))
-	}
+	intro, rest := rd.open(e, kv,
+		opening{"{S} is a novel by {A}, published in {Y}.", refs(aRef, yRef), nil, nil},
+		opening{"{S} is a novel by {A}.", refs(aRef), []string{"{S} was first published in {Y}.", "The novel was published in {Y}."}, refs(yRef)},
+		opening{"{S} is a novel published in {Y}.", refs(yRef), []string{"{S} was written by {A}.", "{A} wrote the novel {S}."}, refs(aRef)})
 	rest = append(rest, rd.fillers(r.IntN(2), []sentence{
 		rd.say(e, "It was translated into {L}.", nil, "{L}", rd.value(pick(r, rd.byKind[Country]), Language)),
 		rd.say(e, "The novel is set in {C}.", nil, "{C}", rd.other(City, -1)),

@@ -373,6 +373,15 @@ func (g *gen) creator(list []int, j int) int {
 	return pick(g.r, list)
 }
 
+// cityNear draws a city, which is p's birth city with probability prob.
+func (g *gen) cityNear(cities []int, p int, prob float64) int {
+	c := pick(g.r, cities)
+	if g.r.Float64() < prob {
+		c = g.birthCity(p)
+	}
+	return c
+}
+
 func (g *gen) year(p, lo, hi int) int { return min(lastYear, g.birthYear(p)+g.between(lo, hi)) }
 
 func (g *gen) works() {
@@ -395,11 +404,7 @@ func (g *gen) works() {
 		founder := g.creator(founders, j)
 		c := g.add(Entity{Kind: Company, Name: name, Industry: ind.name})
 		g.addEdge(c, FoundedBy, founder)
-		hq := pick(r, cities)
-		if r.Float64() < 0.4 {
-			hq = g.birthCity(founder)
-		}
-		g.addEdge(c, Headquarters, hq)
+		g.addEdge(c, Headquarters, g.cityNear(cities, founder, 0.4))
 		g.addYear(c, FoundingYear, g.year(founder, 20, 55))
 	}
 	for j := range g.cfg.Bands {
@@ -407,11 +412,7 @@ func (g *gen) works() {
 		singer := g.creator(singers, j)
 		b := g.add(Entity{Kind: Band, Name: name, Genre: pick(r, bandGenres)})
 		g.addEdge(b, LeadSinger, singer)
-		city := pick(r, cities)
-		if r.Float64() < 0.5 {
-			city = g.birthCity(singer)
-		}
-		g.addEdge(b, FormedIn, city)
+		g.addEdge(b, FormedIn, g.cityNear(cities, singer, 0.5))
 		g.addYear(b, FormedYear, g.year(singer, 16, 30))
 	}
 	for j := range g.cfg.Books {

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cas-engine/cas/bench/cpubench"
+	"github.com/cas-engine/cas/internal/atomicfile"
 )
 
 // newBenchCPUCmd is `cas bench cpu`: GEMM throughput against the FMA peak,
@@ -90,12 +91,8 @@ machine.`,
 				if err != nil {
 					return err
 				}
-				tmp := jsonPath + ".tmp"
-				if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
-					return fmt.Errorf("write %s: %w", jsonPath, err)
-				}
-				if err := os.Rename(tmp, jsonPath); err != nil {
-					return fmt.Errorf("write %s: %w", jsonPath, err)
+				if err := atomicfile.WriteFile(jsonPath, append(data, '\n')); err != nil {
+					return err
 				}
 			}
 			return nil

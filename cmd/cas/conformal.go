@@ -14,6 +14,7 @@ import (
 
 	"github.com/cas-engine/cas/conformal"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 func newConformalCmd() *cobra.Command {
@@ -63,10 +64,10 @@ func applyAPSPreset(cmd *cobra.Command, preset string, alpha *float64, minDocs *
 func newCalibrateAPSCmd() *cobra.Command {
 	var (
 		in, out, quant, preset string
-		alpha, temp            float64
+		alpha                  float64
+		aps                    conformal.APS
 		randomized             bool
 		seed                   uint64
-		minDocs, maxDocs       int
 		candidates             int
 	)
 	cmd := &cobra.Command{
@@ -101,7 +102,7 @@ calibration queries have, which keeps the scores exchangeable).
 "higher" quantile (flags given explicitly win).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := applyAPSPreset(cmd, preset, &alpha, &minDocs, &quant); err != nil {
+			if err := applyAPSPreset(cmd, preset, &alpha, &aps.MinDocs, &quant); err != nil {
 				return err
 			}
 			if !(alpha > 0 && alpha < 1) {
@@ -114,7 +115,6 @@ calibration queries have, which keeps the scores exchangeable).
 			if cmd.Flags().Changed("seed") && !randomized {
 				return errors.New("--seed is only used with --randomized")
 			}
-			aps := conformal.APS{Temperature: temp, MinDocs: minDocs, MaxDocs: maxDocs}
 			if err := aps.Validate(); err != nil {
 				return err
 			}
@@ -162,12 +162,10 @@ calibration queries have, which keeps the scores exchangeable).
 	f.StringVar(&out, "out", "", "also write the calibration file here (atomically)")
 	f.Float64Var(&alpha, "alpha", conformal.PaperAlpha, "miscoverage level α in (0, 1); target coverage 1-α")
 	f.IntVar(&candidates, "candidates", 0, "candidates per search at use time (default: those of the calibration queries; code: 5 of 20)")
-	f.Float64Var(&temp, "temperature", conformal.DefaultTemperature, "softmax temperature T")
 	f.StringVar(&quant, "quantile", "conformal", "quantile rule: conformal (⌈(n+1)(1-α)⌉-th smallest), higher (numpy), linear (type 7)")
 	f.BoolVar(&randomized, "randomized", false, "use the randomized score c_{r-1} + U·p_r")
 	f.Uint64Var(&seed, "seed", 0, "seed for U with --randomized")
-	f.IntVar(&minDocs, "min-docs", conformal.PaperMinDocs, "lower clamp on the kept count (for kept_coverage/mean_k)")
-	f.IntVar(&maxDocs, "max-docs", conformal.PaperMaxDocs, "upper clamp on the kept count (0 = none)")
+	apsFlags(f, &aps, "lower clamp on the kept count (for kept_coverage/mean_k)")
 	f.StringVar(&preset, "preset", "paper", "defaults: paper (α=0.2, min-docs 1, conformal) or code (α=0.1, min-docs 2, higher)")
 	_ = cmd.MarkFlagRequired("in")
 	return cmd
@@ -176,8 +174,8 @@ calibration queries have, which keeps the scores exchangeable).
 func newAPSCmd() *cobra.Command {
 	var (
 		in, out, preset, calPath string
-		qhat, temp               float64
-		minDocs, maxDocs         int
+		qhat                     float64
+		aps                      conformal.APS
 	)
 	cmd := &cobra.Command{
 		Use:   "aps (--calibration FILE | --qhat Q) --in FILE",
@@ -201,7 +199,7 @@ everything up to --max-docs); one of the two is required.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f := cmd.Flags()
-			if err := applyAPSPreset(cmd, preset, nil, &minDocs, nil); err != nil {
+			if err := applyAPSPreset(cmd, preset, nil, &aps.MinDocs, nil); err != nil {
 				return err
 			}
 			var cal conformal.Calibration
@@ -214,19 +212,19 @@ everything up to --max-docs); one of the two is required.`,
 					return err
 				}
 				if f.Changed("temperature") {
-					cal.Temperature = temp
+					cal.Temperature = aps.Temperature
 				}
 				if f.Changed("min-docs") || f.Changed("preset") {
-					cal.MinDocs = minDocs
+					cal.MinDocs = aps.MinDocs
 				}
 				if f.Changed("max-docs") {
-					cal.MaxDocs = maxDocs
+					cal.MaxDocs = aps.MaxDocs
 				}
 			default:
 				if math.IsNaN(qhat) {
 					return errors.New("--qhat is NaN")
 				}
-				cal.APS = conformal.APS{Temperature: temp, MinDocs: minDocs, MaxDocs: maxDocs}
+				cal.APS = aps
 				cal.QHat, cal.QHatLog = conformal.JSONFloat(qhat), conformal.JSONFloat(conformal.LogScoreFromE(qhat))
 			}
 			if err := cal.APS.Validate(); err != nil {
@@ -265,9 +263,7 @@ everything up to --max-docs); one of the two is required.`,
 	f.StringVar(&out, "out", "", "write the JSONL result here (atomically) instead of stdout")
 	f.StringVar(&calPath, "calibration", "", "APS calibration file (calibrate-aps --out) to keep by")
 	f.Float64Var(&qhat, "qhat", 0, "E-scale APS threshold q̂ instead of --calibration")
-	f.Float64Var(&temp, "temperature", conformal.DefaultTemperature, "softmax temperature T")
-	f.IntVar(&minDocs, "min-docs", conformal.PaperMinDocs, "lower clamp on the kept count")
-	f.IntVar(&maxDocs, "max-docs", conformal.PaperMaxDocs, "upper clamp on the kept count (0 = none)")
+	apsFlags(f, &aps, "lower clamp on the kept count")
 	f.StringVar(&preset, "preset", "paper", "defaults: paper (min-docs 1) or code (min-docs 2)")
 	_ = cmd.MarkFlagRequired("in")
 	return cmd
@@ -371,7 +367,7 @@ then refused).`,
 				if err != nil {
 					return err
 				}
-				if err := writeFileAtomic(saveState, append(state, '\n')); err != nil {
+				if err := atomicfile.WriteFile(saveState, append(state, '\n')); err != nil {
 					return err
 				}
 			}
@@ -423,8 +419,13 @@ func writeOutput(cmd *cobra.Command, path string, data []byte) error {
 		_, err := cmd.OutOrStdout().Write(data)
 		return err
 	}
-	return writeFileAtomic(path, data)
+	return atomicfile.WriteFile(path, data)
 }
 
-// writeFileAtomic writes data so a reader never sees a half-written file.
-func writeFileAtomic(path string, data []byte) error { return atomicfile.WriteFile(path, data) }
+// apsFlags registers --temperature, --min-docs (described by minDocsUsage)
+// and --max-docs into aps.
+func apsFlags(f *pflag.FlagSet, aps *conformal.APS, minDocsUsage string) {
+	f.Float64Var(&aps.Temperature, "temperature", conformal.DefaultTemperature, "softmax temperature T")
+	f.IntVar(&aps.MinDocs, "min-docs", conformal.PaperMinDocs, minDocsUsage)
+	f.IntVar(&aps.MaxDocs, "max-docs", conformal.PaperMaxDocs, "upper clamp on the kept count (0 = none)")
+}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -147,25 +148,13 @@ func TestConformalAPS(t *testing.T) {
 		}
 		ks = append(ks, r.K)
 	}
-	if want := []int{3, 3, 4, 3, 4}; !equalInts(ks, want) {
+	if want := []int{3, 3, 4, 3, 4}; !slices.Equal(ks, want) {
 		t.Errorf("k = %v, want %v", ks, want)
 	}
 	out, _ = conformalRun(t, "", "conformal", "aps", "--in", in, "--qhat", "0.5", "--preset", "code")
 	if !strings.HasPrefix(out, `{"k":2,"kept":[1,0]}`) {
 		t.Errorf("min-docs 2 not applied: %s", out)
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestConformalACI(t *testing.T) {

@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/internal/atomicfile"
 	"github.com/cas-engine/cas/model/bert"
-	"github.com/cas-engine/cas/model/tokenizer"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 )
@@ -38,12 +36,9 @@ L2-normalises, and writes little-endian float32 vectors, row-major
 			if err != nil {
 				return err
 			}
-			if tokPath == "" {
-				tokPath = filepath.Join(modelDir, "tokenizer.json")
-			}
-			tok, err := tokenizer.Load(tokPath)
+			tok, err := loadModelTokenizer(modelDir, tokPath)
 			if err != nil {
-				return fmt.Errorf("load %s: %w", tokPath, err)
+				return err
 			}
 			total, err := countLines(in)
 			if err != nil {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -13,7 +12,6 @@ import (
 	"github.com/cas-engine/cas/bench"
 	"github.com/cas-engine/cas/conformal"
 	"github.com/cas-engine/cas/model/qwen"
-	"github.com/cas-engine/cas/model/tokenizer"
 	"github.com/cas-engine/cas/search"
 )
 
@@ -91,12 +89,9 @@ prints the Markdown tables.`,
 			if err != nil {
 				return err
 			}
-			if tokPath == "" {
-				tokPath = filepath.Join(modelDir, "tokenizer.json")
-			}
-			tok, err := tokenizer.Load(tokPath)
+			tok, err := loadModelTokenizer(modelDir, tokPath)
 			if err != nil {
-				return fmt.Errorf("load %s: %w", tokPath, err)
+				return err
 			}
 			var r search.Retriever
 			retrieval := ""

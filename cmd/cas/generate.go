@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -33,12 +32,9 @@ at the model's EOS ids or at any --stop string (e.g. --stop '</search>').
 A summary (tokens, speed, finish reason) goes to stderr.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if tokPath == "" {
-				tokPath = filepath.Join(modelDir, "tokenizer.json")
-			}
-			tok, err := tokenizer.Load(tokPath)
+			tok, err := loadModelTokenizer(modelDir, tokPath)
 			if err != nil {
-				return fmt.Errorf("load %s: %w", tokPath, err)
+				return err
 			}
 			text := prompt
 			if chat {

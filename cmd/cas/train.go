@@ -299,12 +299,9 @@ model the tag grammar before GRPO (the demo does this with scripted
 trajectories). The result is a Hugging Face folder (--out) for model.path.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if tokPath == "" {
-				tokPath = filepath.Join(modelDir, "tokenizer.json")
-			}
-			tok, err := tokenizer.Load(tokPath)
+			tok, err := loadModelTokenizer(modelDir, tokPath)
 			if err != nil {
-				return fmt.Errorf("load %s: %w", tokPath, err)
+				return err
 			}
 			pl, err := agent.ParsePlacement(placement)
 			if err != nil {

@@ -58,20 +58,10 @@ func (m memReader) Close() error                { return nil }
 
 // randomReader returns random weights for c.
 func randomReader(c Config, seed uint64) memReader {
-	rng := rand.New(rand.NewPCG(seed, 11))
-	leaves, _ := collectLeaves(&Weights{}, dimsOf(c))
 	m := memReader{}
-	for _, l := range leaves {
-		n := 1
-		for _, d := range l.shape {
-			n *= d
-		}
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = float32(rng.NormFloat64() * 0.05)
-		}
-		m[l.name] = memTensor{shape: l.shape, data: v}
-	}
+	randomWeights(c, rand.New(rand.NewPCG(seed, 11)), 0.05, func(name string, shape []int, v []float32) {
+		m[name] = memTensor{shape: shape, data: v}
+	})
 	return m
 }
 

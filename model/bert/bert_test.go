@@ -11,6 +11,7 @@ import (
 
 	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/internal/sharedtest"
+	"github.com/cas-engine/cas/model/hfbind"
 	"github.com/cas-engine/cas/model/safetensors"
 	"github.com/gomlx/gomlx/backends"
 )
@@ -240,21 +241,27 @@ func tinyConfig() Config {
 
 // tinyTensors returns random weights for tinyConfig under prefix.
 func tinyTensors(c Config, prefix string, seed uint64) []safetensors.Tensor {
-	rng := rand.New(rand.NewPCG(seed, 7))
-	w, _ := collectLeaves(&Weights{}, dimsOf(c))
 	var ts []safetensors.Tensor
-	for _, l := range w {
+	randomWeights(c, rand.New(rand.NewPCG(seed, 7)), 0.5, func(name string, shape []int, v []float32) {
+		ts = append(ts, safetensors.F32Tensor(prefix+name, shape, v))
+	})
+	return ts
+}
+
+// randomWeights calls fn with normal(0, std) values for every tensor of c.
+func randomWeights(c Config, rng *rand.Rand, std float64, fn func(name string, shape []int, v []float32)) {
+	leaves, _ := hfbind.Walk(&Weights{}, env(c))
+	for _, l := range leaves {
 		n := 1
-		for _, d := range l.shape {
+		for _, d := range l.Shape {
 			n *= d
 		}
 		v := make([]float32, n)
 		for i := range v {
-			v[i] = float32(rng.NormFloat64() * 0.5)
+			v[i] = float32(rng.NormFloat64() * std)
 		}
-		ts = append(ts, safetensors.F32Tensor(prefix+l.name, l.shape, v))
+		fn(l.Name, l.Shape, v)
 	}
-	return ts
 }
 
 func writeModel(t *testing.T, c Config, ts []safetensors.Tensor) string {
@@ -286,14 +293,14 @@ func TestBindStrict(t *testing.T) {
 	}
 	reshape = append(drop, safetensors.F32Tensor("cls.predictions.bias", []int{50}, make([]float32, 50)))
 	_, err := Load(writeModel(t, c, reshape), b)
-	var be *BindError
+	var be *hfbind.BindError
 	if !errors.As(err, &be) {
-		t.Fatalf("want *BindError, got %v", err)
+		t.Fatalf("want *hfbind.BindError, got %v", err)
 	}
 	if strings.Join(be.Missing, ",") != "encoder.layer.0.attention.self.key.bias" {
 		t.Errorf("missing %v", be.Missing)
 	}
-	if len(be.Misshaped) != 1 || !strings.Contains(be.Misshaped[0], "encoder.layer.0.intermediate.dense.weight: shape [8 16], want [16 8]") {
+	if len(be.Misshaped) != 1 || !strings.Contains(be.Misshaped[0], "tensor encoder.layer.0.intermediate.dense.weight has shape [8 16], config.json implies [16 8]") {
 		t.Errorf("misshaped %v", be.Misshaped)
 	}
 	if strings.Join(be.Unused, ",") != "cls.predictions.bias" {

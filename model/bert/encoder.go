@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/cas-engine/cas/model/hfbind"
 	"github.com/cas-engine/cas/model/safetensors"
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -70,7 +71,7 @@ func LoadWithOptions(dir string, backend backends.Backend, opts Options) (*Encod
 // FromReader builds an Encoder from a validated config and an open weights
 // reader; source names the weights in errors. Tensor names may carry a
 // "bert." prefix (BertFor* checkpoints). Every missing, mis-shaped or unused
-// tensor is reported in one *BindError.
+// tensor is reported in one *hfbind.BindError.
 func FromReader(cfg Config, r safetensors.Reader, source string, backend backends.Backend, opts Options) (*Encoder, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", source, err)
@@ -92,17 +93,21 @@ func FromReader(cfg Config, r safetensors.Reader, source string, backend backend
 	if _, ok := r.Info("bert.embeddings.word_embeddings.weight"); ok {
 		prefix = "bert."
 	}
+	ck := hfbind.Checkpoint{Tensors: r, Source: source, Prefix: prefix, Model: "BertModel", Ignore: ignoredTensor}
 	// Before building anything per layer: the file must hold the layers.
-	if layers := safetensors.CountLayers(r.Names(), prefix+"encoder.layer."); cfg.NumHiddenLayers > layers {
-		return nil, fmt.Errorf("%s: config.json has num_hidden_layers = %d, the weights hold %d layers", source, cfg.NumHiddenLayers, layers)
+	if err := ck.CheckLayers("encoder.layer.", cfg.NumHiddenLayers); err != nil {
+		return nil, err
 	}
 	w := &Weights{}
-	leaves, err := collectLeaves(w, dimsOf(cfg))
+	leaves, err := hfbind.Walk(w, env(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("bert: weight tags: %w", err)
 	}
+	if err := ck.Check(leaves, env(cfg)); err != nil {
+		return nil, err
+	}
 	ctx := context.New()
-	if err := bindWeights(ctx, r, source, prefix, leaves, ignoredTensor); err != nil {
+	if err := loadVariables(ctx, r, source, prefix, leaves); err != nil {
 		return nil, err
 	}
 	return &Encoder{cfg: cfg, opts: opts, backend: backend, ctx: ctx, w: w, source: source}, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -43,7 +44,7 @@ func TestTokenize(t *testing.T) {
 		{"", "", []int{cls, sep}},
 	} {
 		got := enc.Tokenize(tok, []string{tc.text}, tc.prefix)[0]
-		if !equal(got, tc.want) {
+		if !slices.Equal(got, tc.want) {
 			t.Errorf("Tokenize(%q, %q) = %v, want %v", tc.text, tc.prefix, got, tc.want)
 		}
 	}
@@ -51,7 +52,7 @@ func TestTokenize(t *testing.T) {
 	// sentence-transformers does.
 	long := enc.Tokenize(tok, []string{strings.Repeat("hello ", 50)}, QueryPrefix)[0]
 	want := []int{cls, q, colon, hello, hello, hello, hello, sep}
-	if !equal(long, want) {
+	if !slices.Equal(long, want) {
 		t.Errorf("truncated %v, want %v", long, want)
 	}
 }
@@ -89,14 +90,14 @@ func TestEmbedJSONL(t *testing.T) {
 		return v
 	}
 	// The title/text record renders exactly like the wiki-18 "contents" one.
-	if !equalF(vec(1), vec(2)) {
+	if !slices.Equal(vec(1), vec(2)) {
 		t.Error("title+text record must embed like the equivalent contents record")
 	}
 	want, err := enc.EmbedTexts(tok, []string{"who wrote hamlet"}, PassagePrefix, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !equalF(vec(3), want) {
+	if !slices.Equal(vec(3), want) {
 		t.Error("streamed vector differs from EmbedTexts")
 	}
 
@@ -138,28 +139,4 @@ func ExampleBucketLen() {
 	}
 	fmt.Println()
 	// Output: 8 16 128 256
-}
-
-func equal(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func equalF(a, b []float32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

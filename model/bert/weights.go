@@ -3,11 +3,13 @@ package bert
 import (
 	"strings"
 
+	"github.com/cas-engine/cas/model/hfbind"
+
 	"github.com/gomlx/gomlx/pkg/ml/context"
 )
 
-// Weights is BertModel's parameter tree. Tags map each field to its Hugging
-// Face name (see bind.go); shapes use the symbolic dimensions of dimsOf.
+// Weights is BertModel's parameter tree. Tags (hfbind's dialect) map each
+// field to its Hugging Face name; shapes use the symbolic dimensions of env.
 type Weights struct {
 	Embeddings Embeddings `hf:"embeddings"`
 	Layers     []Layer    `hf:"encoder.layer" count:"layers"`
@@ -45,15 +47,21 @@ type LayerNorm struct {
 	Beta  *context.Variable `hf:"bias" shape:"hidden"`   // [H]
 }
 
-// dimsOf names the configuration's sizes for the shape tags.
-func dimsOf(c Config) map[string]int {
-	return map[string]int{
-		"vocab":        c.VocabSize,
-		"hidden":       c.HiddenSize,
-		"positions":    c.MaxPositionEmbeddings,
-		"types":        c.TypeVocabSize,
-		"intermediate": c.IntermediateSize,
-		"layers":       c.NumHiddenLayers,
+// env names the configuration's sizes for the shape and count tags.
+func env(c Config) hfbind.Env {
+	return hfbind.Env{
+		Dims: map[string]int{
+			"vocab":        c.VocabSize,
+			"hidden":       c.HiddenSize,
+			"positions":    c.MaxPositionEmbeddings,
+			"types":        c.TypeVocabSize,
+			"intermediate": c.IntermediateSize,
+			"layers":       c.NumHiddenLayers,
+		},
+		Meaning: map[string]string{
+			"vocab": "vocab_size", "hidden": "hidden_size", "positions": "max_position_embeddings",
+			"types": "type_vocab_size", "intermediate": "intermediate_size", "layers": "num_hidden_layers",
+		},
 	}
 }
 

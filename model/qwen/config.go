@@ -215,8 +215,8 @@ func (c *Config) KVGroups() int { return c.NumAttentionHeads / c.NumKeyValueHead
 func (c *Config) NumParameters() int64 {
 	n := int64(0)
 	for _, s := range weightSpecs(c) {
-		if s.needed {
-			n += int64(product(s.shape))
+		if s.Needed {
+			n += int64(product(s.Shape))
 		}
 	}
 	return n

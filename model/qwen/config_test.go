@@ -129,7 +129,7 @@ func TestQwen25_3BSize(t *testing.T) {
 	}
 	largest := 0
 	for _, s := range weightSpecs(c) {
-		largest = max(largest, product(s.shape))
+		largest = max(largest, product(s.Shape))
 	}
 	if gb := float64(4*largest) / 1e9; gb < 1.2 || gb > 1.3 {
 		t.Errorf("largest tensor %.2f GB, documented 1.2 GB", gb)

@@ -8,7 +8,8 @@
 // model.safetensors or a sharded model.safetensors.index.json in BF16, F16 or
 // F32. The architecture (Qwen2ForCausalLM in qwen2.go, Qwen3ForCausalLM in
 // qwen3.go) comes from config.json's "architectures". Weights are bound
-// strictly and declaratively (the tagged weights struct in weights.go): every
+// strictly and declaratively (the tagged weights struct in weights.go, bound
+// by model/hfbind, the binder BERT shares): every
 // missing, unused, mis-shaped or non-float tensor is reported at once by its
 // Hugging Face name; optional tensors (q/k/v/o biases, q_norm/k_norm, an
 // untied lm_head) are expected exactly when the config implies them.

@@ -1,13 +1,11 @@
 package qwen
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
-	"reflect"
 	"runtime"
 	"strings"
 	"sync"
@@ -21,6 +19,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/schollz/progressbar/v3"
 
+	"github.com/cas-engine/cas/model/hfbind"
 	"github.com/cas-engine/cas/model/safetensors"
 )
 
@@ -82,11 +81,7 @@ func Load(dir string, b backends.Backend, opts LoadOptions) (*Model, error) {
 // config cfg. Every missing, unused, mis-shaped or non-float tensor is
 // reported at once by its Hugging Face name.
 func FromReader(cfg *Config, r safetensors.Reader, source string, b backends.Backend, opts LoadOptions) (*Model, error) {
-	info := func(name string) (tensorInfo, bool) {
-		ti, ok := r.Info(name)
-		return tensorInfo{shape: ti.Shape, isFloat: ti.DType.IsFloat(), dtype: string(ti.DType)}, ok
-	}
-	if err := checkWeights(cfg, source, r.Names(), info); err != nil {
+	if err := checkWeights(cfg, source, r); err != nil {
 		return nil, err
 	}
 	var bar *progressbar.ProgressBar
@@ -96,9 +91,9 @@ func FromReader(cfg *Config, r safetensors.Reader, source string, b backends.Bac
 			progressbar.OptionThrottle(100*time.Millisecond),
 			progressbar.OptionSetDescription("loading "+source), progressbar.OptionClearOnFinish())
 	}
-	return newModel(cfg, b, opts, func(s weightSpec, dst []float32) error {
-		if err := r.Float32Into(s.name, dst); err != nil {
-			return fmt.Errorf("%s: tensor %s: %w", source, s.name, err)
+	return newModel(cfg, b, opts, func(s hfbind.Leaf, dst []float32) error {
+		if err := r.Float32Into(s.Name, dst); err != nil {
+			return fmt.Errorf("%s: tensor %s: %w", source, s.Name, err)
 		}
 		if bar != nil {
 			_ = bar.Add64(int64(4 * len(dst)))
@@ -119,8 +114,8 @@ func NewRandomWith(cfg *Config, b backends.Backend, seed uint64, opts LoadOption
 		return nil, err
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
-	return newModel(cfg, b, opts, func(s weightSpec, dst []float32) error {
-		if strings.HasSuffix(s.name, "norm.weight") {
+	return newModel(cfg, b, opts, func(s hfbind.Leaf, dst []float32) error {
+		if strings.HasSuffix(s.Name, "norm.weight") {
 			for i := range dst {
 				dst[i] = 1
 			}
@@ -140,7 +135,7 @@ const gcEvery = 8 << 20
 // filled by fill (in float32). Each tensor is filled in host memory, moved
 // to the backend (shared with it on CPU backends), and its host copy
 // released before the next one.
-func newModel(cfg *Config, b backends.Backend, opts LoadOptions, fill func(weightSpec, []float32) error) (*Model, error) {
+func newModel(cfg *Config, b backends.Backend, opts LoadOptions, fill func(hfbind.Leaf, []float32) error) (*Model, error) {
 	ctx := opts.Context
 	if ctx == nil {
 		ctx = context.New()
@@ -149,44 +144,37 @@ func newModel(cfg *Config, b backends.Backend, opts LoadOptions, fill func(weigh
 	if err != nil {
 		return nil, err
 	}
-	var errs []error
-	walkWeights(cfg, &weights{}, func(s weightSpec, _ reflect.Value) {
-		if !s.needed || len(errs) > 0 {
-			return
+	for _, s := range weightSpecs(cfg) {
+		if !s.Needed {
+			continue
 		}
-		scope, name := variableScope(ctx.Scope(), s.name)
+		scope, name := hfbind.VariableScope(ctx.Scope(), s.Name)
 		if ctx.GetVariableByScopeAndName(scope, name) != nil {
-			errs = append(errs, fmt.Errorf("tensor %s: variable %s/%s already exists in the context", s.name, scope, name))
-			return
+			return nil, fmt.Errorf("tensor %s: variable %s/%s already exists in the context", s.Name, scope, name)
 		}
-		t := tensors.FromShape(shapes.Make(dtypes.Float32, s.shape...))
+		t := tensors.FromShape(shapes.Make(dtypes.Float32, s.Shape...))
 		var err error
 		tensors.MustMutableFlatData(t, func(flat []float32) { err = fill(s, flat) })
 		if err != nil {
-			errs = append(errs, err)
-			return
+			return nil, err
 		}
 		if p == PrecisionBF16 {
 			t = toBF16(t)
 		}
 		if err := t.MaterializeOnDevice(b, true, 0); err != nil {
-			errs = append(errs, fmt.Errorf("tensor %s: %w", s.name, err))
-			return
+			return nil, fmt.Errorf("tensor %s: %w", s.Name, err)
 		}
 		if !t.IsShared() {
 			t.FinalizeLocal()
 		}
 		ctx.InAbsPath(scope).VariableWithValue(name, t)
-		if product(s.shape) >= gcEvery {
+		if product(s.Shape) >= gcEvery {
 			// The host buffer just copied to the backend is garbage now;
 			// collect it before the next large tensor so that the heap never
 			// holds a second copy of the model (the GC's default growth
 			// target would allow up to twice the live heap).
 			runtime.GC()
 		}
-	})
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
 	}
 	m := &Model{Config: cfg, backend: b, ctx: ctx, weightDType: p.DType()}
 	if err := m.initExecs(); err != nil {
@@ -202,15 +190,15 @@ func (m *Model) Context() *context.Context { return m.ctx }
 // reference model of GRPO's KL term is frozen), so optimizers and
 // BuildTrainableVariablesGradientsGraph include or skip them.
 func (m *Model) SetTrainable(trainable bool) {
-	walkWeights(m.Config, &weights{}, func(s weightSpec, _ reflect.Value) {
-		if !s.needed {
-			return
+	for _, s := range weightSpecs(m.Config) {
+		if !s.Needed {
+			continue
 		}
-		scope, name := variableScope(m.ctx.Scope(), s.name)
+		scope, name := hfbind.VariableScope(m.ctx.Scope(), s.Name)
 		if v := m.ctx.GetVariableByScopeAndName(scope, name); v != nil {
 			v.SetTrainable(trainable)
 		}
-	})
+	}
 }
 
 // Backend returns the backend the weights live on.
@@ -219,27 +207,33 @@ func (m *Model) Backend() backends.Backend { return m.backend }
 // ForEachWeight calls fn with every weight's Hugging Face name, shape and
 // float32 values (valid only during the call), in checkpoint order.
 func (m *Model) ForEachWeight(fn func(name string, shape []int, values []float32) error) error {
-	var err error
-	walkWeights(m.Config, &weights{}, func(s weightSpec, _ reflect.Value) {
-		if !s.needed || err != nil {
-			return
+	for _, s := range weightSpecs(m.Config) {
+		if !s.Needed {
+			continue
 		}
-		scope, name := variableScope(m.ctx.Scope(), s.name)
-		v := m.ctx.GetVariableByScopeAndName(scope, name)
-		if v == nil {
-			err = fmt.Errorf("model variable for %s is missing", s.name)
-			return
+		if err := m.visitWeight(s, fn); err != nil {
+			return err
 		}
-		var t *tensors.Tensor
-		if t, err = v.Value(); err != nil {
-			return
-		}
-		if t.DType() == dtypes.BFloat16 {
-			t = toF32(t)
-			defer t.FinalizeAll()
-		}
-		err = tensors.ConstFlatData(t, func(flat []float32) { err = fn(s.name, s.shape, flat) })
-	})
+	}
+	return nil
+}
+
+// visitWeight calls fn with one weight's float32 values.
+func (m *Model) visitWeight(s hfbind.Leaf, fn func(name string, shape []int, values []float32) error) error {
+	scope, name := hfbind.VariableScope(m.ctx.Scope(), s.Name)
+	v := m.ctx.GetVariableByScopeAndName(scope, name)
+	if v == nil {
+		return fmt.Errorf("model variable for %s is missing", s.Name)
+	}
+	t, err := v.Value()
+	if err != nil {
+		return err
+	}
+	if t.DType() == dtypes.BFloat16 {
+		t = toF32(t)
+		defer t.FinalizeAll()
+	}
+	err = tensors.ConstFlatData(t, func(flat []float32) { err = fn(s.Name, s.Shape, flat) })
 	return err
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 
 	"github.com/cas-engine/cas/internal/sharedtest"
+	"github.com/cas-engine/cas/model/hfbind"
 )
 
 // TestScoreGradient differentiates Σ logp over the response tokens with
@@ -88,7 +89,7 @@ func TestScoreGradient(t *testing.T) {
 				{"model.layers.0.self_attn.q_proj.weight", 5},
 				{"model.layers.1.mlp.down_proj.weight", 17},
 			} {
-				scope, vname := variableScope(m.ctx.Scope(), probe.name)
+				scope, vname := hfbind.VariableScope(m.ctx.Scope(), probe.name)
 				v := m.ctx.GetVariableByScopeAndName(scope, vname)
 				orig := tensors.MustCopyFlatData[float32](v.MustValue())
 				const eps = 1e-2

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cas-engine/cas/internal/sharedtest"
+	"github.com/cas-engine/cas/model/hfbind"
 	"github.com/cas-engine/cas/model/safetensors"
 )
 
@@ -145,7 +146,7 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	n := 0
 	for v := range m2.Context().IterVariables() {
 		name, ok := HFName(m2.Context().Scope(), v)
-		scope, vname := variableScope(m2.Context().Scope(), name)
+		scope, vname := hfbind.VariableScope(m2.Context().Scope(), name)
 		if !ok || scope != v.Scope() || vname != v.Name() {
 			t.Errorf("HFName(%s) = %q, %v does not invert variableScope", v.ScopeAndName(), name, ok)
 		}
@@ -156,10 +157,10 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	}
 }
 
-func weightSpecsNeeded(c *Config) []weightSpec {
-	var out []weightSpec
+func weightSpecsNeeded(c *Config) []hfbind.Leaf {
+	var out []hfbind.Leaf
 	for _, s := range weightSpecs(c) {
-		if s.needed {
+		if s.Needed {
 			out = append(out, s)
 		}
 	}

@@ -3,6 +3,8 @@ package safetensors
 import (
 	"fmt"
 	"os"
+
+	"github.com/edsrzf/mmap-go"
 )
 
 // Reader is what both a single file (*File) and a model folder (*Dir)
@@ -30,7 +32,7 @@ type File struct {
 	path string
 	f    *os.File
 	size int64
-	data []byte // the whole file when memory-mapped, else nil
+	data mmap.MMap // the whole file when memory-mapped, else nil
 	h    *header
 }
 
@@ -78,8 +80,11 @@ func (sf *File) init() error {
 	}
 	h.dataOff = 8 + n
 	sf.h = h
-	if sf.size > 0 {
-		sf.data = mmapFile(sf.f, sf.size) // nil when unsupported or failed
+	if sf.size > 0 && int64(int(sf.size)) == sf.size {
+		// Where mapping fails (or is unsupported) tensors are read with ReadAt.
+		if m, err := mmap.Map(sf.f, mmap.RDONLY, 0); err == nil {
+			sf.data = m
+		}
 	}
 	return nil
 }
@@ -171,7 +176,7 @@ func (sf *File) Int64(name string) ([]int64, []int, error) {
 func (sf *File) Close() error {
 	var err error
 	if sf.data != nil {
-		err = munmap(sf.data)
+		err = sf.data.Unmap()
 		sf.data = nil
 	}
 	if sf.f != nil {

@@ -6,10 +6,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/cas-engine/cas/internal/sharedtest"
+	"github.com/cas-engine/cas/tensor"
 )
 
 func TestRoundTrip(t *testing.T) {
@@ -52,7 +54,7 @@ func TestRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !equalInts(shape, tc.shape) {
+		if !slices.Equal(shape, tc.shape) {
 			t.Fatalf("%s shape %v want %v", tc.name, shape, tc.shape)
 		}
 		for i := range f32 {
@@ -68,7 +70,7 @@ func TestRoundTrip(t *testing.T) {
 		}
 	}
 	gi, shape, err := f.Int64("ids")
-	if err != nil || !equalInts(shape, []int{3}) || gi[0] != 1 || gi[1] != -2 || gi[2] != 1<<40 {
+	if err != nil || !slices.Equal(shape, []int{3}) || gi[0] != 1 || gi[1] != -2 || gi[2] != 1<<40 {
 		t.Fatalf("ids %v %v %v", gi, shape, err)
 	}
 	s, shape, err := f.Float32("scalar")
@@ -76,7 +78,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatalf("scalar %v %v %v", s, shape, err)
 	}
 	e, shape, err := f.Float32("empty")
-	if err != nil || len(e) != 0 || !equalInts(shape, []int{0, 4}) {
+	if err != nil || len(e) != 0 || !slices.Equal(shape, []int{0, 4}) {
 		t.Fatalf("empty %v %v %v", e, shape, err)
 	}
 	if _, _, err := f.Int64("b.f32"); err == nil {
@@ -114,14 +116,14 @@ func TestGoldenExpected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !equalInts(shape, []int{3, 10}) || ids[0] != 101 {
+	if !slices.Equal(shape, []int{3, 10}) || ids[0] != 101 {
 		t.Fatalf("input_ids shape %v first %d, want [3 10] starting with [CLS]=101", shape, ids[0])
 	}
 	emb, shape, err := f.Float32("embedding")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !equalInts(shape, []int{3, 64}) {
+	if !slices.Equal(shape, []int{3, 64}) {
 		t.Fatalf("embedding shape %v", shape)
 	}
 	for r := 0; r < 3; r++ {
@@ -257,60 +259,11 @@ func TestOpenDirSingle(t *testing.T) {
 	}
 	defer d.Close()
 	ti, ok := d.Info("embeddings.word_embeddings.weight")
-	if !ok || ti.DType != F32 || !equalInts(ti.Shape, []int{30522, 64}) {
+	if !ok || ti.DType != F32 || !slices.Equal(ti.Shape, []int{30522, 64}) {
 		t.Fatalf("info %+v %v", ti, ok)
 	}
 	if d.Sharded() || len(d.Names()) != 37 {
 		t.Fatalf("sharded=%v, %d names, want 37", d.Sharded(), len(d.Names()))
-	}
-}
-
-func TestF16Exhaustive(t *testing.T) {
-	// Every finite half converts exactly and rounds back to itself.
-	for h := 0; h < 1<<16; h++ {
-		f := F16ToFloat32(uint16(h))
-		exp := (h >> 10) & 0x1f
-		if exp == 0x1f {
-			if h&0x3ff == 0 && !math.IsInf(float64(f), 0) {
-				t.Fatalf("%#04x: want Inf, got %v", h, f)
-			}
-			if h&0x3ff != 0 && !math.IsNaN(float64(f)) {
-				t.Fatalf("%#04x: want NaN, got %v", h, f)
-			}
-			continue
-		}
-		if back := Float32ToF16(f); back != uint16(h) {
-			t.Fatalf("%#04x → %v → %#04x", h, f, back)
-		}
-	}
-	for _, tc := range []struct {
-		in   float32
-		want float32
-	}{
-		{1, 1}, {65504, 65504}, {1e6, float32(math.Inf(1))}, {5.960464477539063e-08, 5.960464477539063e-08},
-		{2.9802322e-08, 0}, // half of the smallest subnormal rounds to even (0)
-		{1 + 1.0/2048, 1},  // tie rounds to even
-		{1 + 3.0/2048, 1 + 2.0/1024},
-	} {
-		if got := F16ToFloat32(Float32ToF16(tc.in)); got != tc.want {
-			t.Errorf("F16(%v) = %v want %v", tc.in, got, tc.want)
-		}
-	}
-}
-
-func TestBF16(t *testing.T) {
-	for _, tc := range []struct {
-		in   float32
-		want float32
-	}{
-		{1, 1}, {-2, -2}, {1 + 1.0/256, 1}, {1 + 3.0/256, 1 + 1.0/64}, {3.14159265, 3.140625},
-	} {
-		if got := BF16ToFloat32(Float32ToBF16(tc.in)); got != tc.want {
-			t.Errorf("BF16(%v) = %v want %v", tc.in, got, tc.want)
-		}
-	}
-	if !math.IsNaN(float64(BF16ToFloat32(Float32ToBF16(float32(math.NaN()))))) {
-		t.Error("NaN must stay NaN")
 	}
 }
 
@@ -368,7 +321,7 @@ func BenchmarkBF16ToFloat32(b *testing.B) {
 	const n = 1 << 20
 	raw := make([]byte, 2*n)
 	for i := 0; i < n; i++ {
-		binary.LittleEndian.PutUint16(raw[2*i:], Float32ToBF16(float32(i)*1e-3))
+		binary.LittleEndian.PutUint16(raw[2*i:], tensor.F32ToBF16(float32(i)*1e-3))
 	}
 	dst := make([]float32, n)
 	b.SetBytes(2 * n)
@@ -377,18 +330,6 @@ func BenchmarkBF16ToFloat32(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // FuzzOpenDirIndex: any model.safetensors.index.json over two valid shards

@@ -10,6 +10,7 @@ import (
 	"sort"
 
 	"github.com/cas-engine/cas/internal/atomicfile"
+	"github.com/cas-engine/cas/tensor"
 )
 
 // Tensor is one named tensor to write: Data holds the little-endian bytes of
@@ -34,7 +35,7 @@ func F32Tensor(name string, shape []int, v []float32) Tensor {
 func BF16Tensor(name string, shape []int, v []float32) Tensor {
 	b := make([]byte, 2*len(v))
 	for i, x := range v {
-		binary.LittleEndian.PutUint16(b[2*i:], Float32ToBF16(x))
+		binary.LittleEndian.PutUint16(b[2*i:], tensor.F32ToBF16(x))
 	}
 	return Tensor{Name: name, DType: BF16, Shape: append([]int(nil), shape...), Data: b}
 }
@@ -43,7 +44,7 @@ func BF16Tensor(name string, shape []int, v []float32) Tensor {
 func F16Tensor(name string, shape []int, v []float32) Tensor {
 	b := make([]byte, 2*len(v))
 	for i, x := range v {
-		binary.LittleEndian.PutUint16(b[2*i:], Float32ToF16(x))
+		binary.LittleEndian.PutUint16(b[2*i:], tensor.F32ToF16(x))
 	}
 	return Tensor{Name: name, DType: F16, Shape: append([]int(nil), shape...), Data: b}
 }

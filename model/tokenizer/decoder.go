@@ -27,12 +27,9 @@ type decoderJSON struct {
 }
 
 func parseDecoder(raw json.RawMessage, alpha *byteLevelAlphabet) (decoder, error) {
-	if isNull(raw) {
-		return nil, nil
-	}
-	var j decoderJSON
-	if err := json.Unmarshal(raw, &j); err != nil {
-		return nil, fmt.Errorf("decoder: %w", err)
+	j, ok, err := decodeComponent[decoderJSON]("decoder", raw)
+	if !ok || err != nil {
+		return nil, err
 	}
 	switch j.Type {
 	case "ByteLevel":
@@ -61,17 +58,11 @@ func parseDecoder(raw json.RawMessage, alpha *byteLevelAlphabet) (decoder, error
 		}
 		return replaceDecoder{replaceNormalizer{m: m, content: j.Content}}, nil
 	case "Sequence":
-		var seq sequenceDecoder
-		for k, r := range j.Decoders {
-			d, err := parseDecoder(r, alpha)
-			if err != nil {
-				return nil, fmt.Errorf("decoder Sequence[%d]: %w", k, err)
-			}
-			if d != nil {
-				seq = append(seq, d)
-			}
+		seq, err := parseSequence("decoder", j.Decoders, func(r json.RawMessage) (decoder, error) { return parseDecoder(r, alpha) })
+		if err != nil {
+			return nil, err
 		}
-		return seq, nil
+		return sequenceDecoder(seq), nil
 	case "":
 		return nil, fmt.Errorf("decoder without a type")
 	}

@@ -49,12 +49,9 @@ func boolOr(p *bool, def bool) bool {
 }
 
 func parseNormalizer(raw json.RawMessage) (normalizer, error) {
-	if isNull(raw) {
-		return nil, nil
-	}
-	var j normalizerJSON
-	if err := json.Unmarshal(raw, &j); err != nil {
-		return nil, fmt.Errorf("normalizer: %w", err)
+	j, ok, err := decodeComponent[normalizerJSON]("normalizer", raw)
+	if !ok || err != nil {
+		return nil, err
 	}
 	switch j.Type {
 	case "NFC":
@@ -78,17 +75,11 @@ func parseNormalizer(raw json.RawMessage) (normalizer, error) {
 			lowercase:    lower,
 		}, nil
 	case "Sequence":
-		var seq sequenceNormalizer
-		for k, r := range j.Normalizers {
-			n, err := parseNormalizer(r)
-			if err != nil {
-				return nil, fmt.Errorf("normalizer Sequence[%d]: %w", k, err)
-			}
-			if n != nil {
-				seq = append(seq, n)
-			}
+		seq, err := parseSequence("normalizer", j.Normalizers, func(r json.RawMessage) (normalizer, error) { return parseNormalizer(r) })
+		if err != nil {
+			return nil, err
 		}
-		return seq, nil
+		return sequenceNormalizer(seq), nil
 	case "Replace":
 		if j.Pattern == nil {
 			return nil, fmt.Errorf("normalizer Replace: missing pattern")

@@ -38,12 +38,9 @@ type templateSpecialJSON struct {
 }
 
 func parsePostProcessor(raw json.RawMessage) (postProcessor, error) {
-	if isNull(raw) {
-		return nil, nil
-	}
-	var j postProcessorJSON
-	if err := json.Unmarshal(raw, &j); err != nil {
-		return nil, fmt.Errorf("post_processor: %w", err)
+	j, ok, err := decodeComponent[postProcessorJSON]("post_processor", raw)
+	if !ok || err != nil {
+		return nil, err
 	}
 	switch j.Type {
 	case "TemplateProcessing":
@@ -79,17 +76,11 @@ func parsePostProcessor(raw json.RawMessage) (postProcessor, error) {
 	case "ByteLevel":
 		return nil, nil
 	case "Sequence":
-		var seq sequenceProcessor
-		for k, r := range j.Processors {
-			p, err := parsePostProcessor(r)
-			if err != nil {
-				return nil, fmt.Errorf("post_processor Sequence[%d]: %w", k, err)
-			}
-			if p != nil {
-				seq = append(seq, p)
-			}
+		seq, err := parseSequence("post_processor", j.Processors, func(r json.RawMessage) (postProcessor, error) { return parsePostProcessor(r) })
+		if err != nil {
+			return nil, err
 		}
-		return seq, nil
+		return sequenceProcessor(seq), nil
 	case "":
 		return nil, fmt.Errorf("post_processor without a type")
 	}

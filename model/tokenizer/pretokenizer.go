@@ -31,26 +31,17 @@ type preTokenizerJSON struct {
 }
 
 func parsePreTokenizer(raw json.RawMessage, alpha *byteLevelAlphabet) (preTokenizer, error) {
-	if isNull(raw) {
-		return nil, nil
-	}
-	var j preTokenizerJSON
-	if err := json.Unmarshal(raw, &j); err != nil {
-		return nil, fmt.Errorf("pre_tokenizer: %w", err)
+	j, ok, err := decodeComponent[preTokenizerJSON]("pre_tokenizer", raw)
+	if !ok || err != nil {
+		return nil, err
 	}
 	switch j.Type {
 	case "Sequence":
-		var seq sequencePreTokenizer
-		for k, r := range j.PreTokenizers {
-			p, err := parsePreTokenizer(r, alpha)
-			if err != nil {
-				return nil, fmt.Errorf("pre_tokenizer Sequence[%d]: %w", k, err)
-			}
-			if p != nil {
-				seq = append(seq, p)
-			}
+		seq, err := parseSequence("pre_tokenizer", j.PreTokenizers, func(r json.RawMessage) (preTokenizer, error) { return parsePreTokenizer(r, alpha) })
+		if err != nil {
+			return nil, err
 		}
-		return seq, nil
+		return sequencePreTokenizer(seq), nil
 	case "Split":
 		if j.Pattern == nil {
 			return nil, fmt.Errorf("pre_tokenizer Split: missing pattern")

@@ -604,6 +604,34 @@ func vocabByID(vocab map[string]int) ([]string, error) {
 	return byID, nil
 }
 
+// decodeComponent decodes the JSON of a pipeline component (what names it
+// in errors: "decoder", "pre_tokenizer" …); ok is false when it is null.
+func decodeComponent[J any](what string, raw json.RawMessage) (j J, ok bool, err error) {
+	if isNull(raw) {
+		return j, false, nil
+	}
+	if err := json.Unmarshal(raw, &j); err != nil {
+		return j, false, fmt.Errorf("%s: %w", what, err)
+	}
+	return j, true, nil
+}
+
+// parseSequence parses the members of a Sequence component, dropping null
+// members; errors name the member: "decoder Sequence[2]: …".
+func parseSequence[T any](what string, raws []json.RawMessage, parse func(json.RawMessage) (T, error)) ([]T, error) {
+	var seq []T
+	for k, r := range raws {
+		x, err := parse(r)
+		if err != nil {
+			return nil, fmt.Errorf("%s Sequence[%d]: %w", what, k, err)
+		}
+		if any(x) != nil {
+			seq = append(seq, x)
+		}
+	}
+	return seq, nil
+}
+
 func isNull(raw json.RawMessage) bool {
 	b := bytes.TrimSpace(raw)
 	return len(b) == 0 || bytes.Equal(b, []byte("null"))

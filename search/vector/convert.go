@@ -9,10 +9,10 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 
+	"github.com/cas-engine/cas/internal/atomicfile"
 	"github.com/cas-engine/cas/internal/meter"
 	"github.com/cas-engine/cas/internal/relpath"
 )
@@ -36,13 +36,13 @@ const casStreamHeader = 4096
 // casStreamWriter writes a cas index file whose sections are filled in any
 // order by offset, then checksummed and headed by finish.
 type casStreamWriter struct {
-	f    *os.File
+	f    *atomicfile.File
 	path string
 	secs []casSection
 }
 
 func createCASStream(path string, names []string, lengths []int64) (*casStreamWriter, error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	tmp, err := atomicfile.Create(path)
 	if err != nil {
 		return nil, fmt.Errorf("write index: %w", err)
 	}
@@ -105,27 +105,17 @@ func (w *casStreamWriter) finish(h *casHeader) error {
 	binary.LittleEndian.PutUint32(pre[8:], casVersion)
 	binary.LittleEndian.PutUint32(pre[12:], uint32(len(hj)))
 	binary.LittleEndian.PutUint32(pre[16:], crc32.Checksum(hj, castagnoli))
-	_, err = w.f.WriteAt(append(pre[:], hj...), 0)
-	if err == nil {
-		err = w.f.Sync()
-	}
-	if cerr := w.f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(w.f.Name(), w.path)
-	}
-	if err != nil {
-		os.Remove(w.f.Name())
+	if _, err = w.f.WriteAt(append(pre[:], hj...), 0); err != nil {
+		w.abort()
 		return fmt.Errorf("write index %s: %w", w.path, err)
+	}
+	if err := w.f.Commit(); err != nil {
+		return fmt.Errorf("write index: %w", err)
 	}
 	return nil
 }
 
-func (w *casStreamWriter) abort() {
-	w.f.Close()
-	os.Remove(w.f.Name())
-}
+func (w *casStreamWriter) abort() { w.f.Abort() }
 
 // ConvertOptions say what Convert builds: Encoding F16 or SQ8 codes of a
 // flat index, or NList > 0 lists of an IVF index (NProbe searched by

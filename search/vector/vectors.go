@@ -106,10 +106,7 @@ func WriteVectorFile(path string, x []float32) error {
 	for i, v := range x {
 		binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(v))
 	}
-	if err := atomicfile.WriteFile(path, buf); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return atomicfile.WriteFile(path, buf)
 }
 
 // ReadIDsFile reads vector ids: raw little-endian int64 for a ".i64"

@@ -1,0 +1,61 @@
+package textenum
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+type color int
+
+var colorNames = Names[color]{Type: "color", Kind: "color", Names: []string{"red", "green", "blue"}}
+
+func (c color) String() string                { return colorNames.String(c) }
+func (c color) MarshalText() ([]byte, error)  { return colorNames.Marshal(c) }
+func (c *color) UnmarshalText(b []byte) error { return colorNames.Unmarshal(b, c) }
+
+func TestNames(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want color
+		err  string
+	}{
+		{"red", 0, ""},
+		{" Blue ", 2, ""},
+		{"GREEN", 1, ""},
+		{"teal", 0, `unknown color "teal" (want red, green or blue)`},
+		{"", 0, "unknown color"},
+	} {
+		got, err := colorNames.Parse(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("Parse(%q) error %v, want %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("Parse(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+	if s := color(5).String(); s != "color(5)" {
+		t.Errorf("String of an invalid value = %q", s)
+	}
+	if _, err := json.Marshal(color(-1)); err == nil || !strings.Contains(err.Error(), "invalid color -1") {
+		t.Errorf("marshal of an invalid value: %v", err)
+	}
+	var v struct{ C []color }
+	if err := json.Unmarshal([]byte(`{"C":["blue","red"]}`), &v); err != nil || len(v.C) != 2 || v.C[0] != 2 || v.C[1] != 0 {
+		t.Fatalf("unmarshal: %v, %v", v, err)
+	}
+	b, err := json.Marshal(v)
+	if err != nil || string(b) != `{"C":["blue","red"]}` {
+		t.Errorf("round trip: %s, %v", b, err)
+	}
+	if err := json.Unmarshal([]byte(`{"C":["pink"]}`), &v); err == nil {
+		t.Error("unknown name accepted")
+	}
+	w := Names[color]{Kind: "c", Names: []string{"a", "b"}, Want: "b or a"}
+	if _, err := w.Parse("x"); err == nil || !strings.Contains(err.Error(), "(want b or a)") {
+		t.Errorf("Want not used: %v", err)
+	}
+}
