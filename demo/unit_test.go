@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/cas-engine/cas/agent"
-	"github.com/cas-engine/cas/conformal"
 	"github.com/cas-engine/cas/backend"
+	"github.com/cas-engine/cas/conformal"
 	"github.com/cas-engine/cas/model/tokenizer"
 	"github.com/cas-engine/cas/search"
 	"github.com/cas-engine/cas/world"

@@ -15,8 +15,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cas-engine/cas/internal/meter"
 	"github.com/cas-engine/cas/internal/atomicfile"
+	"github.com/cas-engine/cas/internal/meter"
 )
 
 // Doc is one corpus passage in the wiki-18 format

@@ -11,8 +11,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/cas-engine/cas/internal/meter"
 	"github.com/cas-engine/cas/internal/atomicfile"
+	"github.com/cas-engine/cas/internal/meter"
 )
 
 // EmbedOptions configure EmbedCorpus.

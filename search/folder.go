@@ -13,8 +13,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cas-engine/cas/internal/meter"
 	"github.com/cas-engine/cas/internal/atomicfile"
+	"github.com/cas-engine/cas/internal/meter"
 	"github.com/cas-engine/cas/internal/relpath"
 	"github.com/cas-engine/cas/search/vector"
 )
