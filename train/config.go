@@ -820,3 +820,7 @@ func writeFileAtomic(path string, b []byte) error {
 
 // syncDir fsyncs a directory so that renames into it are durable.
 func syncDir(dir string) error { return atomicfile.SyncDir(dir) }
+
+// rolloutSettings and aciSettings: temporary names for the golden test.
+func (c *Config) rolloutSettings() (agent.RolloutConfig, error) { return c.rolloutConfig() }
+func (c *Config) aciSettings() (conformal.ACIConfig, error)     { return c.aciConfig() }
