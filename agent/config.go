@@ -35,6 +35,12 @@ func (m Mode) String() string {
 	return "agent"
 }
 
+// MarshalText encodes the mode by its flag spelling.
+func (m Mode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+// UnmarshalText decodes a mode flag (ParseMode).
+func (m *Mode) UnmarshalText(b []byte) error { return unmarshalEnum(m, ParseMode, b) }
+
 // ParseMode reads a mode flag: agent, direct or rag.
 func ParseMode(s string) (Mode, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
@@ -82,6 +88,12 @@ func (r TurnRule) String() string {
 	return "paper"
 }
 
+// MarshalText encodes the rule by its flag spelling.
+func (r TurnRule) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// UnmarshalText decodes a turn-rule flag (ParseTurnRule).
+func (r *TurnRule) UnmarshalText(b []byte) error { return unmarshalEnum(r, ParseTurnRule, b) }
+
 // ParseTurnRule reads a turn-rule flag: paper (or search-r1) or code.
 func ParseTurnRule(s string) (TurnRule, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
@@ -93,6 +105,17 @@ func ParseTurnRule(s string) (TurnRule, error) {
 	return 0, fmt.Errorf("unknown turn rule %q (want paper or code)", s)
 }
 
+// unmarshalEnum sets *v to parse(b): the UnmarshalText of the flag enums,
+// which YAML and JSON decoding use.
+func unmarshalEnum[T any](v *T, parse func(string) (T, error), b []byte) error {
+	x, err := parse(string(b))
+	if err != nil {
+		return err
+	}
+	*v = x
+	return nil
+}
+
 // generations is the most generations a trajectory gets under the rule.
 func (r TurnRule) generations(maxTurns int) int {
 	if r == TurnsCode {
@@ -102,66 +125,69 @@ func (r TurnRule) generations(maxTurns int) int {
 }
 
 // RolloutConfig holds every setting of a rollout. DefaultRolloutConfig gives
-// the paper's.
+// the paper's. The YAML keys are those of a training run's "rollout:"
+// section (train.Config embeds it); fields tagged "-" are set elsewhere: the
+// chat family from model.chat_template, the passage selection from the
+// "aps:" section and the calibration file, the rest in code.
 type RolloutConfig struct {
-	Mode Mode
+	Mode Mode `yaml:"-"`
 	// Placement splits the prompt into chat turns (default: the code's
 	// system + user).
-	Placement Placement
+	Placement Placement `yaml:"placement"`
 	// ChatFamily overrides the tokenizer's chat-template family ("qwen3",
 	// "qwen2.5"); Qwen3 is always rendered with thinking disabled.
-	ChatFamily string
+	ChatFamily string `yaml:"-"`
 	// Info is the information-block format (code's or Search-R1's).
-	Info InfoFormat
+	Info InfoFormat `yaml:"info_format"`
 	// TurnRule and MaxTurns bound the generations (paper: 4 rounds).
-	TurnRule TurnRule
-	MaxTurns int
+	TurnRule TurnRule `yaml:"turn_rule"`
+	MaxTurns int      `yaml:"max_turns"`
 
 	// Candidates is the number N of passages retrieved per search when APS
 	// is on (code: 5 at training time).
-	Candidates int
+	Candidates int `yaml:"-"`
 	// APS, when not nil, keeps the APS.Keep(scores) best candidates (APS
 	// truncation by a calibration, decided on its log-scale threshold); nil
 	// keeps the TopK best (the −APS ablation: 3).
-	APS  *conformal.Calibration
-	TopK int
+	APS  *conformal.Calibration `yaml:"-"`
+	TopK int                    `yaml:"-"`
 
 	// MaxObsTokens cuts every appended observation (information block or
 	// invalid-action message) to its first tokens (Search-R1: 500). A cut
 	// information block keeps its closing </information> unless ObsCutBlind
 	// (Search-R1's plain cut, which loses it and so makes the response
 	// invalid under Eq. 5).
-	MaxObsTokens int
-	ObsCutBlind  bool
+	MaxObsTokens int  `yaml:"max_obs_tokens"`
+	ObsCutBlind  bool `yaml:"-"`
 	// MaxTurnTokens bounds the tokens of one generation.
-	MaxTurnTokens int
+	MaxTurnTokens int `yaml:"max_turn_tokens"`
 	// MaxPromptTokens rejects longer prompts (code: 4096).
-	MaxPromptTokens int
+	MaxPromptTokens int `yaml:"max_prompt_tokens"`
 	// MaxResponseTokens bounds everything after the prompt, generated and
 	// appended tokens together (code: 3000); the model's context bounds it
 	// too.
-	MaxResponseTokens int
+	MaxResponseTokens int `yaml:"max_response_tokens"`
 
 	// Sampling: Temperature 0 is greedy (evaluation); training samples at 1.
 	// The recorded log-probs are always at temperature 1, unfiltered.
-	Temperature float64
-	TopP        float64
-	SampleTopK  int
+	Temperature float64 `yaml:"temperature"`
+	TopP        float64 `yaml:"top_p"`
+	SampleTopK  int     `yaml:"top_k"`
 
 	// RetrieveAttempts bounds the tries of one batched retrieval call, each
 	// limited to RetrieveTimeout, with RetryBackoff doubling between them.
-	RetrieveAttempts int
-	RetrieveTimeout  time.Duration
-	RetryBackoff     time.Duration
+	RetrieveAttempts int           `yaml:"retrieve_attempts"`
+	RetrieveTimeout  time.Duration `yaml:"retrieve_timeout"`
+	RetryBackoff     time.Duration `yaml:"-"`
 
 	// CompactBelow: when the running rows fall to this fraction of the
 	// session's batch or less, they move to a fresh session holding only
 	// them (their sequences are prefilled again), so finished trajectories
 	// stop costing compute. 0 never compacts.
-	CompactBelow float64
+	CompactBelow float64 `yaml:"-"`
 
 	// Reward is the reward table of Eq. 5.
-	Reward RewardConfig
+	Reward RewardConfig `yaml:",inline"`
 }
 
 // DefaultRolloutConfig is the paper's setting: the agent with the code's
@@ -192,7 +218,14 @@ func DefaultRolloutConfig() RolloutConfig {
 }
 
 // Validate reports a setting that cannot be used.
-func (c RolloutConfig) Validate() error {
+func (c RolloutConfig) Validate() error { return c.validate(c.APS != nil) }
+
+// ValidateForAPS is Validate for a configuration whose APS calibration is
+// set later (SetCalibration, once the calibration file is read): with aps
+// it checks Candidates instead of TopK, and not the calibration itself.
+func (c RolloutConfig) ValidateForAPS(aps bool) error { return c.validate(aps) }
+
+func (c RolloutConfig) validate(aps bool) error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if c.Mode < ModeAgent || c.Mode > ModeRAG {
@@ -204,15 +237,17 @@ func (c RolloutConfig) Validate() error {
 	if c.TurnRule == TurnsCode && c.MaxTurns < 2 && c.Mode == ModeAgent {
 		bad("max turns %d with the code's counting leaves no search (want ≥ 2)", c.MaxTurns)
 	}
-	if c.APS != nil {
-		if err := c.APS.Validate(); err != nil {
-			bad("%v", err)
+	if aps {
+		if c.APS != nil {
+			if err := c.APS.Validate(); err != nil {
+				bad("%v", err)
+			}
+			if math.IsNaN(float64(c.APS.QHatLog)) {
+				bad("aps: q̂ is NaN")
+			}
 		}
 		if c.Candidates < 1 {
 			bad("candidates %d < 1", c.Candidates)
-		}
-		if math.IsNaN(float64(c.APS.QHatLog)) {
-			bad("aps: q̂ is NaN")
 		}
 	} else if c.TopK < 1 {
 		bad("top-k %d < 1", c.TopK)

@@ -430,7 +430,7 @@ func TestRolloutTurnRules(t *testing.T) {
 				t.Fatalf("outcome %+v, want no answer, no EM, invalid, reward 0", tr.Outcome)
 			}
 			whole := cfg.Reward
-			whole.WholeText = true
+			whole.AnswerFrom = AnswerFromText
 			if o := whole.Score(tr.Response, []string{"Paris"}); tc.invalid > 0 && (o.Answer != "and" || o.Reward != 0.1) {
 				t.Fatalf("whole-text rule: %+v, want answer \"and\", reward 0.1", o)
 			}

@@ -48,11 +48,8 @@ func BenchStep(ctx context.Context, cfg *Config, in BenchInput) (StepMetrics, er
 		return StepMetrics{}, errors.New("bench step: grpo.kl_coef needs a reference model")
 	}
 	if cfg.ACI.Enabled {
-		acfg, err := cfg.aciConfig()
-		if err != nil {
-			return StepMetrics{}, err
-		}
-		if t.aci, err = conformal.NewACI(acfg, in.Bootstrap); err != nil {
+		var err error
+		if t.aci, err = conformal.NewACI(cfg.ACI.ACIConfig, in.Bootstrap); err != nil {
 			return StepMetrics{}, fmt.Errorf("bench step: ACI bootstrap: %w", err)
 		}
 	}

@@ -33,14 +33,7 @@ func configSettings(t *testing.T, c *Config, dir string) map[string]any {
 	if err := yaml.Unmarshal(b, &tree); err != nil {
 		t.Fatal(err)
 	}
-	ro, err := c.rolloutSettings()
-	if err != nil {
-		t.Fatal(err)
-	}
-	aci, err := c.aciSettings()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ro, aci := c.RolloutConfig(), c.ACI.ACIConfig
 	return map[string]any{
 		"yaml":    normalizeTree(tree),
 		"rollout": fmt.Sprintf("%+v", ro),

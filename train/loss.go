@@ -15,11 +15,11 @@ import (
 // LossConfig holds the constants of the GRPO+ACI objective (verl's vanilla
 // policy loss as the official code uses it, plus the ACI weights).
 type LossConfig struct {
-	ClipLow     float64 // ε_low: the ratio is clipped below at 1 − ε_low (0.2)
-	ClipHigh    float64 // ε_high: the ratio is clipped above at 1 + ε_high (0.2)
-	DualClip    float64 // c: for A < 0 the token loss is at most −c·A (3.0); must be > 1
-	KLCoef      float64 // β: weight of the k3 KL to the reference policy (0.001)
-	EntropyCoef float64 // weight of the entropy bonus (0: off, as in the paper)
+	ClipLow     float64 `yaml:"clip_low"`     // ε_low: the ratio is clipped below at 1 − ε_low (0.2)
+	ClipHigh    float64 `yaml:"clip_high"`    // ε_high: the ratio is clipped above at 1 + ε_high (0.2)
+	DualClip    float64 `yaml:"dual_clip"`    // c: for A < 0 the token loss is at most −c·A (3.0); must be > 1
+	KLCoef      float64 `yaml:"kl_coef"`      // β: weight of the k3 KL to the reference policy (0.001)
+	EntropyCoef float64 `yaml:"entropy_coef"` // weight of the entropy bonus (0: off, as in the paper)
 }
 
 // DefaultLossConfig returns the paper's and the code's constants.

@@ -266,10 +266,7 @@ func newTrainer(cfg *Config, runDir string, opts RunOptions) (*Trainer, error) {
 // rollout.max_prompt_tokens (the paper's data filter), in order, and counts
 // them; a resumed run filters the same file the same way.
 func filterLongPrompts(cfg *Config, tok agent.Tokenizer, prompts []Prompt) ([]Prompt, int, error) {
-	rc, err := cfg.rolloutConfig()
-	if err != nil {
-		return nil, 0, err
-	}
+	rc := cfg.RolloutConfig()
 	qs := make([]string, len(prompts))
 	for i, p := range prompts {
 		qs[i] = p.Question
@@ -309,11 +306,8 @@ func (t *Trainer) loadReference() error {
 // the bootstrap scores (read from aci.bootstrap, or computed with the
 // untrained policy and saved to the run folder).
 func (t *Trainer) initACI() error {
-	acfg, err := t.cfg.aciConfig()
-	if err != nil {
-		return err
-	}
 	var scores []float64
+	var err error
 	if t.cfg.ACI.Bootstrap != "" {
 		if scores, err = ReadScores(t.cfg.ACI.Bootstrap); err != nil {
 			return err
@@ -326,7 +320,7 @@ func (t *Trainer) initACI() error {
 	if err := WriteScores(filepath.Join(t.dir, ACIBootstrapFile), scores); err != nil {
 		return err
 	}
-	if t.aci, err = conformal.NewACI(acfg, scores); err != nil {
+	if t.aci, err = conformal.NewACI(t.cfg.ACI.ACIConfig, scores); err != nil {
 		return err
 	}
 	t.logf("ACI window bootstrapped with %d scores (next q = %.4g)", len(scores), t.aci.QHat())
@@ -345,10 +339,7 @@ func ComputeBootstrap(cfg *Config, policy *qwen.Model, tok agent.Tokenizer, prog
 	if err != nil {
 		return nil, fmt.Errorf("aci calibration prompts: %w", err)
 	}
-	rc, err := cfg.rolloutConfig()
-	if err != nil {
-		return nil, err
-	}
+	rc := cfg.RolloutConfig()
 	calib := DrawPrompts(prompts, cfg.ACI.CalibPrompts, cfg.Seed)
 	return BootstrapScores(policy, tok, calib, BootstrapConfig{
 		Placement: rc.Placement, ChatFamily: rc.ChatFamily, MaxNewTokens: rc.MaxTurnTokens,
@@ -363,10 +354,7 @@ func (t *Trainer) finish() error {
 	if t.learner, err = NewLearner(t.policy, t.ref, t.aci, lc); err != nil {
 		return err
 	}
-	rc, err := t.cfg.rolloutConfig()
-	if err != nil {
-		return err
-	}
+	rc := t.cfg.RolloutConfig()
 	if t.cfg.APS.Enabled {
 		cal, err := loadAPSChecked(t.cfg.APS.QHatFile, t.cfg.APS.Alpha, t.cfg.APS.Candidates)
 		if err != nil {
