@@ -3,15 +3,7 @@ package train
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
-	"reflect"
-	"slices"
 	"strings"
-
-	"github.com/cas-engine/cas/internal/atomicfile"
-	"github.com/cas-engine/cas/internal/relpath"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/conformal"
@@ -218,100 +210,6 @@ func aciDefaults() ACISection {
 	return a
 }
 
-// LoadConfig reads a YAML run file over DefaultConfig, applies the
-// key=value overrides (dotted YAML paths, values in YAML syntax, e.g.
-// aci.rho=0.1 or data.train=[a.jsonl,b.parquet]), resolves relative paths
-// against the file's folder, and validates the result. Unknown keys are
-// errors. A top-level "base: other.yaml" (relative to the file) is read
-// first and overlaid key by key, so an ablation states only what it
-// changes.
-func LoadConfig(path string, sets []string) (*Config, error) {
-	origin := map[*yaml.Node]string{}
-	root, err := loadConfigNode(path, 0, origin)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkKeys(root, reflect.TypeOf(Config{}), "", origin); err != nil {
-		return nil, err
-	}
-	cfg, err := decodeConfig(root, sets)
-	if err != nil {
-		return nil, fmt.Errorf("load %s: %w", path, err)
-	}
-	cfg.ResolvePaths(filepath.Dir(path))
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("load %s: %w", path, err)
-	}
-	return cfg, nil
-}
-
-// ParseConfig decodes YAML over DefaultConfig and applies overrides; it does
-// not follow "base", resolve paths nor validate.
-func ParseConfig(raw []byte, sets []string) (*Config, error) {
-	root, err := parseConfigNode(raw)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkKeys(root, reflect.TypeOf(Config{}), "", nil); err != nil {
-		return nil, err
-	}
-	return decodeConfig(root, sets)
-}
-
-// filePaths lists every field of the config that names a file or folder.
-func (c *Config) filePaths() []*string {
-	ps := []*string{&c.Model.Path, &c.Model.Tokenizer, &c.Model.Reference, &c.Retriever.Index, &c.Retriever.Corpus,
-		&c.APS.QHatFile, &c.ACI.Bootstrap}
-	for i := range c.Data.Train {
-		ps = append(ps, &c.Data.Train[i])
-	}
-	for i := range c.ACI.CalibData {
-		ps = append(ps, &c.ACI.CalibData[i])
-	}
-	return ps
-}
-
-// ResolvePaths makes every relative path absolute against dir (the folder
-// of the file the config was read from; see internal/relpath).
-func (c *Config) ResolvePaths(dir string) {
-	for _, p := range c.filePaths() {
-		*p = relpath.Resolve(dir, *p)
-		if a, err := relpath.Abs(*p); err == nil {
-			*p = a
-		}
-	}
-}
-
-// AbsPaths makes every relative path absolute against the working
-// directory (a config built in code, e.g. by the demo).
-func (c *Config) AbsPaths() error {
-	for _, p := range c.filePaths() {
-		a, err := relpath.Abs(*p)
-		if err != nil {
-			return err
-		}
-		*p = a
-	}
-	return nil
-}
-
-// storedPaths returns a copy of c whose paths are written the way the one
-// path rule says (internal/relpath): relative to dir when under root (""
-// means dir), else absolute.
-func (c *Config) storedPaths(dir, root string) (*Config, error) {
-	s := *c
-	s.Data.Train = slices.Clone(c.Data.Train)
-	s.ACI.CalibData = slices.Clone(c.ACI.CalibData)
-	for _, p := range s.filePaths() {
-		v, err := relpath.Store(dir, root, *p)
-		if err != nil {
-			return nil, err
-		}
-		*p = v
-	}
-	return &s, nil
-}
-
 // Validate reports every unusable setting at once.
 func (c *Config) Validate() error {
 	var errs []error
@@ -388,22 +286,6 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// Save writes the config as YAML (atomically), its paths relative to the
-// file's folder when they lie under root ("" means that folder), else
-// absolute, so that LoadConfig reads them back whatever the working
-// directory and a moved or copied run folder keeps working.
-func (c *Config) Save(path, root string) error {
-	s, err := c.storedPaths(filepath.Dir(path), root)
-	if err != nil {
-		return err
-	}
-	b, err := yaml.Marshal(s)
-	if err != nil {
-		return err
-	}
-	return writeFileAtomic(path, b)
-}
-
 // TotalSteps is the run's length for n training prompts.
 func (c *Config) TotalSteps(n int) int {
 	if c.Steps > 0 {
@@ -451,15 +333,3 @@ func (c *Config) learnerConfig(totalSteps int) LearnerConfig {
 		RecomputeOldLogProbs: g.RecomputeOldLogProbs, Temperature: c.Rollout.Temperature, ApplyACI: c.ACI.Enabled,
 	}
 }
-
-// writeFileAtomic writes b to path atomically and syncs its directory so the
-// rename is durable.
-func writeFileAtomic(path string, b []byte) error {
-	if err := atomicfile.WriteFile(path, b); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-// syncDir fsyncs a directory so that renames into it are durable.
-func syncDir(dir string) error { return atomicfile.SyncDir(dir) }
