@@ -125,69 +125,70 @@ func (r TurnRule) generations(maxTurns int) int {
 }
 
 // RolloutConfig holds every setting of a rollout. DefaultRolloutConfig gives
-// the paper's. The YAML keys are those of a training run's "rollout:"
+// the paper's. It is recorded as JSON in evaluation reports (without the
+// retrieval plumbing); the YAML keys are those of a training run's "rollout:"
 // section (train.Config embeds it); fields tagged "-" are set elsewhere: the
 // chat family from model.chat_template, the passage selection from the
 // "aps:" section and the calibration file, the rest in code.
 type RolloutConfig struct {
-	Mode Mode `yaml:"-"`
+	Mode Mode `json:"mode" yaml:"-"`
 	// Placement splits the prompt into chat turns (default: the code's
 	// system + user).
-	Placement Placement `yaml:"placement"`
+	Placement Placement `json:"placement" yaml:"placement"`
 	// ChatFamily overrides the tokenizer's chat-template family ("qwen3",
 	// "qwen2.5"); Qwen3 is always rendered with thinking disabled.
-	ChatFamily string `yaml:"-"`
+	ChatFamily string `json:"chat_family,omitempty" yaml:"-"`
 	// Info is the information-block format (code's or Search-R1's).
-	Info InfoFormat `yaml:"info_format"`
+	Info InfoFormat `json:"info_format" yaml:"info_format"`
 	// TurnRule and MaxTurns bound the generations (paper: 4 rounds).
-	TurnRule TurnRule `yaml:"turn_rule"`
-	MaxTurns int      `yaml:"max_turns"`
+	TurnRule TurnRule `json:"turn_rule" yaml:"turn_rule"`
+	MaxTurns int      `json:"max_turns" yaml:"max_turns"`
 
 	// Candidates is the number N of passages retrieved per search when APS
 	// is on (code: 5 at training time).
-	Candidates int `yaml:"-"`
+	Candidates int `json:"candidates,omitempty" yaml:"-"`
 	// APS, when not nil, keeps the APS.Keep(scores) best candidates (APS
 	// truncation by a calibration, decided on its log-scale threshold); nil
 	// keeps the TopK best (the −APS ablation: 3).
-	APS  *conformal.Calibration `yaml:"-"`
-	TopK int                    `yaml:"-"`
+	APS  *conformal.Calibration `json:"aps,omitempty" yaml:"-"`
+	TopK int                    `json:"topk,omitempty" yaml:"-"`
 
 	// MaxObsTokens cuts every appended observation (information block or
 	// invalid-action message) to its first tokens (Search-R1: 500). A cut
 	// information block keeps its closing </information> unless ObsCutBlind
 	// (Search-R1's plain cut, which loses it and so makes the response
 	// invalid under Eq. 5).
-	MaxObsTokens int  `yaml:"max_obs_tokens"`
-	ObsCutBlind  bool `yaml:"-"`
+	MaxObsTokens int  `json:"max_obs_tokens" yaml:"max_obs_tokens"`
+	ObsCutBlind  bool `json:"obs_cut_blind,omitempty" yaml:"-"`
 	// MaxTurnTokens bounds the tokens of one generation.
-	MaxTurnTokens int `yaml:"max_turn_tokens"`
+	MaxTurnTokens int `json:"max_turn_tokens" yaml:"max_turn_tokens"`
 	// MaxPromptTokens rejects longer prompts (code: 4096).
-	MaxPromptTokens int `yaml:"max_prompt_tokens"`
+	MaxPromptTokens int `json:"max_prompt_tokens" yaml:"max_prompt_tokens"`
 	// MaxResponseTokens bounds everything after the prompt, generated and
 	// appended tokens together (code: 3000); the model's context bounds it
 	// too.
-	MaxResponseTokens int `yaml:"max_response_tokens"`
+	MaxResponseTokens int `json:"max_response_tokens" yaml:"max_response_tokens"`
 
 	// Sampling: Temperature 0 is greedy (evaluation); training samples at 1.
 	// The recorded log-probs are always at temperature 1, unfiltered.
-	Temperature float64 `yaml:"temperature"`
-	TopP        float64 `yaml:"top_p"`
-	SampleTopK  int     `yaml:"top_k"`
+	Temperature float64 `json:"temperature" yaml:"temperature"`
+	TopP        float64 `json:"top_p" yaml:"top_p"`
+	SampleTopK  int     `json:"sample_top_k" yaml:"top_k"`
 
 	// RetrieveAttempts bounds the tries of one batched retrieval call, each
 	// limited to RetrieveTimeout, with RetryBackoff doubling between them.
-	RetrieveAttempts int           `yaml:"retrieve_attempts"`
-	RetrieveTimeout  time.Duration `yaml:"retrieve_timeout"`
-	RetryBackoff     time.Duration `yaml:"-"`
+	RetrieveAttempts int           `json:"-" yaml:"retrieve_attempts"`
+	RetrieveTimeout  time.Duration `json:"-" yaml:"retrieve_timeout"`
+	RetryBackoff     time.Duration `json:"-" yaml:"-"`
 
 	// CompactBelow: when the running rows fall to this fraction of the
 	// session's batch or less, they move to a fresh session holding only
 	// them (their sequences are prefilled again), so finished trajectories
 	// stop costing compute. 0 never compacts.
-	CompactBelow float64 `yaml:"-"`
+	CompactBelow float64 `json:"-" yaml:"-"`
 
 	// Reward is the reward table of Eq. 5.
-	Reward RewardConfig `yaml:",inline"`
+	Reward RewardConfig `json:"reward" yaml:",inline"`
 }
 
 // DefaultRolloutConfig is the paper's setting: the agent with the code's

@@ -264,15 +264,15 @@ func clip(s string) string {
 // RewardConfig holds the constants of the reward table (paper Eq. 5).
 type RewardConfig struct {
 	// Correct is the reward of an exact match in a valid response (1.0).
-	Correct float64 `yaml:"-"`
+	Correct float64 `json:"correct" yaml:"-"`
 	// FormatScore is γ: a valid response with a wrong answer earns γ, and an
 	// exact match in an invalid response earns Correct − γ (γ = 0.2).
-	FormatScore float64 `yaml:"-"`
+	FormatScore float64 `json:"format_score" yaml:"-"`
 	// FinalFormatScore is earned by an invalid response that still has an
 	// answer, wrong (0.1).
-	FinalFormatScore float64 `yaml:"-"`
+	FinalFormatScore float64 `json:"final_format_score" yaml:"-"`
 	// AnswerFrom says where the answer (and "has an answer") is read.
-	AnswerFrom AnswerSource `yaml:"answer_from"`
+	AnswerFrom AnswerSource `json:"answer_from" yaml:"answer_from"`
 }
 
 // AnswerSource says where the reward reads the answer.

@@ -1,0 +1,67 @@
+package agent
+
+import (
+	"encoding"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/cas-engine/cas/conformal"
+)
+
+// TestEnumText: every setting enum encodes to its flag spelling and decodes
+// back (YAML configs and JSON reports go through these), and a bad name is
+// an error that names it.
+func TestEnumText(t *testing.T) {
+	cases := []struct {
+		v    encoding.TextMarshaler
+		back encoding.TextUnmarshaler
+		want string
+	}{
+		{ModeAgent, new(Mode), "agent"}, {ModeDirect, new(Mode), "direct"}, {ModeRAG, new(Mode), "rag"},
+		{TurnsPaper, new(TurnRule), "paper"}, {TurnsCode, new(TurnRule), "code"},
+		{PlacementSystemUser, new(Placement), "system-user"}, {PlacementUserOnly, new(Placement), "user"},
+		{InfoCode, new(InfoFormat), "code"}, {InfoSearchR1, new(InfoFormat), "search-r1"},
+		{AnswerFromPolicy, new(AnswerSource), "policy"}, {AnswerFromText, new(AnswerSource), "text"},
+	}
+	for _, c := range cases {
+		b, err := c.v.MarshalText()
+		if err != nil || string(b) != c.want {
+			t.Errorf("%v: MarshalText %q, %v; want %q", c.v, b, err, c.want)
+		}
+		if err := c.back.UnmarshalText(b); err != nil {
+			t.Errorf("%s: %v", b, err)
+		}
+		if got, _ := c.back.(encoding.TextMarshaler).MarshalText(); string(got) != c.want {
+			t.Errorf("%s decoded to %s", c.want, got)
+		}
+		if err := c.back.UnmarshalText([]byte("bogus")); err == nil || !strings.Contains(err.Error(), "bogus") {
+			t.Errorf("%T accepted bogus: %v", c.back, err)
+		}
+	}
+}
+
+// TestRolloutConfigJSON: the settings an evaluation report records decode
+// back to the same configuration, APS calibration included.
+func TestRolloutConfigJSON(t *testing.T) {
+	c := DefaultRolloutConfig()
+	c.TurnRule, c.Placement, c.Info, c.Reward.AnswerFrom = TurnsCode, PlacementUserOnly, InfoSearchR1, AnswerFromText
+	c.SetAPS(conformal.APS{Temperature: 1, MinDocs: 1, MaxDocs: 5}, 0.9)
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{`"turn_rule":"code"`, `"placement":"user"`, `"info_format":"search-r1"`, `"answer_from":"text"`, `"qhat":0.9`} {
+		if !strings.Contains(string(b), key) {
+			t.Errorf("JSON lacks %s: %s", key, b)
+		}
+	}
+	var back RolloutConfig
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	back.RetrieveAttempts, back.RetrieveTimeout, back.RetryBackoff, back.CompactBelow = c.RetrieveAttempts, c.RetrieveTimeout, c.RetryBackoff, c.CompactBelow
+	if back.APS == nil || back.APS.QHatLog != c.APS.QHatLog || back.TurnRule != c.TurnRule || back.Reward != c.Reward || back.Info != c.Info {
+		t.Errorf("round trip: %+v\nwant %+v", back, c)
+	}
+}
