@@ -8,6 +8,7 @@ import (
 
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/tokenizer"
+	"github.com/cas-engine/cas/qa"
 	"github.com/cas-engine/cas/search"
 )
 
@@ -91,7 +92,7 @@ func (w *row) append(ids []int, logps []float32) {
 // A prompt longer than MaxPromptTokens or the model's context, a token id
 // outside the model's vocabulary and a retrieval that still fails after
 // RetrieveAttempts tries are errors: no trajectory is returned half-made.
-func (r *Runner) Run(ctx context.Context, qs []Question, group int, seed uint64) ([]*Trajectory, error) {
+func (r *Runner) Run(ctx context.Context, qs []qa.Record, group int, seed uint64) ([]*Trajectory, error) {
 	if len(qs) == 0 {
 		return nil, errors.New("rollout: no questions")
 	}
@@ -114,7 +115,7 @@ func (r *Runner) Run(ctx context.Context, qs []Question, group int, seed uint64)
 			if ragCalls != nil {
 				t.Searches = []SearchCall{ragCalls[q]}
 			}
-			rows = append(rows, &row{t: t, golds: qs[q].Golds, budget: budget})
+			rows = append(rows, &row{t: t, golds: qs[q].Answers, budget: budget})
 		}
 	}
 	if err := r.loop(ctx, rows, seed); err != nil {
@@ -129,13 +130,13 @@ func (r *Runner) Run(ctx context.Context, qs []Question, group int, seed uint64)
 
 // prompts renders and encodes every question's prompt (for RAG, after one
 // batched retrieval with the questions) and checks it against the limits.
-func (r *Runner) prompts(ctx context.Context, qs []Question) ([][]int, []SearchCall, error) {
+func (r *Runner) prompts(ctx context.Context, qs []qa.Record) ([][]int, []SearchCall, error) {
 	var infos []string
 	var calls []SearchCall
 	if r.cfg.Mode == ModeRAG {
 		texts := make([]string, len(qs))
 		for i, q := range qs {
-			texts[i] = q.Text
+			texts[i] = q.Question
 		}
 		var err error
 		if infos, calls, err = r.search(ctx, texts, 0); err != nil {
@@ -150,11 +151,11 @@ func (r *Runner) prompts(ctx context.Context, qs []Question) ([][]int, []SearchC
 		var err error
 		switch r.cfg.Mode {
 		case ModeAgent:
-			msgs, err = PromptMessages(q.Text, r.cfg.Placement)
+			msgs, err = PromptMessages(q.Question, r.cfg.Placement)
 		case ModeDirect:
-			msgs, err = baselineMessages(q.Text, "", r.cfg.Placement)
+			msgs, err = baselineMessages(q.Question, "", r.cfg.Placement)
 		case ModeRAG:
-			msgs, err = baselineMessages(q.Text, infos[i], r.cfg.Placement)
+			msgs, err = baselineMessages(q.Question, infos[i], r.cfg.Placement)
 		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("question %d (id %q): %w", i, q.ID, err)

@@ -16,7 +16,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/cas-engine/cas/agent"
-	"github.com/cas-engine/cas/calibrate"
+	"github.com/cas-engine/cas/qa"
 )
 
 // Dataset groups of the paper's Tables 1–2.
@@ -80,34 +80,26 @@ func DatasetName(path string) (name string, known bool) {
 type Dataset struct {
 	Name      string
 	Path      string
-	Questions []calibrate.QA
+	Questions []qa.Record
 }
 
 // LoadDataset reads a FlashRAG/Search-R1 QA file ({"id", "question",
 // "golden_answers"} per line) and keeps its first limit questions (0: all).
-// An empty file, a malformed line or a missing field is an error naming
-// file:line.
+// An empty file, a malformed line, a missing field, a blank question or no
+// golden answer is an error naming file:line (qa.Load).
 func LoadDataset(path string, limit int) (Dataset, error) {
 	if limit < 0 {
 		return Dataset{}, fmt.Errorf("limit %d < 0", limit)
 	}
-	qa, err := calibrate.LoadQA(path)
+	qs, err := qa.Load(path)
 	if err != nil {
 		return Dataset{}, err
 	}
-	for i, q := range qa {
-		if strings.TrimSpace(q.Question) == "" {
-			return Dataset{}, fmt.Errorf("%s: question %d (id %q) is empty", path, i+1, q.ID)
-		}
-		if len(q.Answers) == 0 {
-			return Dataset{}, fmt.Errorf("%s: question %d (id %q) has no golden answers", path, i+1, q.ID)
-		}
-	}
-	if limit > 0 && len(qa) > limit {
-		qa = qa[:limit]
+	if limit > 0 && len(qs) > limit {
+		qs = qs[:limit]
 	}
 	name, _ := DatasetName(path)
-	return Dataset{Name: name, Path: path, Questions: qa}, nil
+	return Dataset{Name: name, Path: path, Questions: qs}, nil
 }
 
 // LoadDatasets loads several QA files; two files of the same dataset are an
@@ -288,11 +280,7 @@ func evalDataset(ctx context.Context, r *agent.Runner, d Dataset, batch int, enc
 	var reward float64
 	for lo := 0; lo < len(d.Questions); lo += batch {
 		part := d.Questions[lo:min(lo+batch, len(d.Questions))]
-		qs := make([]agent.Question, len(part))
-		for i, q := range part {
-			qs[i] = agent.Question{ID: q.ID, Text: q.Question, Golds: q.Answers}
-		}
-		trajs, err := r.Run(ctx, qs, 1, uint64(lo))
+		trajs, err := r.Run(ctx, part, 1, uint64(lo))
 		if err != nil {
 			return res, fmt.Errorf("eval %s (questions %d–%d): %w", d.Path, lo+1, lo+len(part), err)
 		}

@@ -102,9 +102,9 @@ func TestLoadDatasetErrors(t *testing.T) {
 		{"nq_limit.jsonl", good, 1, "", 1},
 		{"nq_empty.jsonl", "\n\n", 0, "no questions", 0},
 		{"nq_noq.jsonl", `{"id": "1", "golden_answers": ["a"]}`, 0, `nq_noq.jsonl:1: missing "question"`, 0},
-		{"nq_nogold.jsonl", good + `{"id": "3", "question": "q3?"}`, 0, `nq_nogold.jsonl:3: missing "golden_answers"`, 0},
-		{"nq_emptygold.jsonl", `{"id": "1", "question": "q?", "golden_answers": []}`, 0, "has no golden answers", 0},
-		{"nq_blank.jsonl", `{"id": "1", "question": "  ", "golden_answers": ["a"]}`, 0, "is empty", 0},
+		{"nq_nogold.jsonl", good + `{"id": "3", "question": "q3?"}`, 0, `nq_nogold.jsonl:3: "golden_answers": missing`, 0},
+		{"nq_emptygold.jsonl", `{"id": "1", "question": "q?", "golden_answers": []}`, 0, `nq_emptygold.jsonl:1: "golden_answers": empty list`, 0},
+		{"nq_blank.jsonl", `{"id": "1", "question": "  ", "golden_answers": ["a"]}`, 0, `nq_blank.jsonl:1: blank "question"`, 0},
 		{"nq_bad.jsonl", `{"id": "1", "question": `, 0, "nq_bad.jsonl:1: malformed JSON", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"github.com/cas-engine/cas/conformal"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/tokenizer"
+	"github.com/cas-engine/cas/qa"
 )
 
 // BootstrapConfig configures the ACI window's bootstrap.
@@ -36,7 +37,7 @@ type BootstrapConfig struct {
 // executed), and the score is the mean NLL of the answer-span tokens under
 // that policy (Eq. 6; the mean over all generated tokens without an answer,
 // conformal.EmptyNLL for an empty generation).
-func BootstrapScores(m *qwen.Model, tok agent.Tokenizer, prompts []Prompt, cfg BootstrapConfig) ([]float64, error) {
+func BootstrapScores(m *qwen.Model, tok agent.Tokenizer, prompts []qa.Record, cfg BootstrapConfig) ([]float64, error) {
 	if len(prompts) == 0 {
 		return nil, errors.New("aci bootstrap: no prompts")
 	}
