@@ -65,3 +65,41 @@ func TestRolloutConfigJSON(t *testing.T) {
 		t.Errorf("round trip: %+v\nwant %+v", back, c)
 	}
 }
+
+// TestConfidenceScore: the one ACI score (Eq. 6) of rollout, learner and
+// bootstrap, by hand. Response log-probs −1, −2, [−9 −9 retrieved], −3, −4.
+func TestConfidenceScore(t *testing.T) {
+	lps := []float32{-1, -2, -9, -9, -3, -4}
+	mask := []uint8{1, 1, 0, 0, 1, 1}
+	bmask := []bool{true, true, false, false, true, true}
+	cases := []struct {
+		name string
+		span [2]int
+		want float64
+	}{
+		{"answer span after the observation", [2]int{4, 6}, 3.5},
+		{"answer span across the observation skips it", [2]int{1, 5}, 2.5},
+		{"no span: every generated token", [2]int{0, 0}, 2.5},
+		{"empty span", [2]int{3, 3}, 2.5},
+		{"span past the end is clipped", [2]int{5, 9}, 4},
+	}
+	for _, c := range cases {
+		if got := ConfidenceScore(lps, mask, c.span); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+		if got := ConfidenceScore(lps, bmask, c.span); got != c.want {
+			t.Errorf("%s (bool mask): %v, want %v", c.name, got, c.want)
+		}
+	}
+	if got := ConfidenceScore[bool](lps, nil, [2]int{0, 2}); got != 1.5 {
+		t.Errorf("nil mask: %v, want 1.5", got)
+	}
+	if got := ConfidenceScore(nil, []uint8{}, [2]int{}); got != conformal.EmptyNLL {
+		t.Errorf("empty response: %v", got)
+	}
+	tr := &Trajectory{IDs: make([]int, 8), PromptLen: 2, Mask: append([]uint8{0, 0}, mask...),
+		LogProbs: append([]float32{0, 0}, lps...), AnswerSpan: [2]int{4, 6}}
+	if got := tr.AnswerNLL(); got != 3.5 {
+		t.Errorf("Trajectory.AnswerNLL %v, want 3.5", got)
+	}
+}

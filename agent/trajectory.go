@@ -115,25 +115,59 @@ func (t *Trajectory) ResponseMask() []uint8 { return t.Mask[t.PromptLen:] }
 // ResponseLogProbs returns the log-probs of the response tokens.
 func (t *Trajectory) ResponseLogProbs() []float32 { return t.LogProbs[t.PromptLen:] }
 
-// AnswerNLL is the trajectory's ACI score (paper Eq. 6): the mean negative
-// log-likelihood of the answer-span tokens under the rollout policy,
+// AnswerNLL is the trajectory's ACI score under the rollout policy that
+// sampled it: ConfidenceScore of its recorded response log-probs.
+func (t *Trajectory) AnswerNLL() float64 {
+	return ConfidenceScore(t.ResponseLogProbs(), t.ResponseMask(), t.AnswerSpan)
+}
+
+// ConfidenceScore is the ACI non-conformity score of a response (paper
+// Eq. 6), the one definition the rollout, the learner and the ACI bootstrap
+// use: the mean negative log-likelihood under the rollout policy of the
+// generated tokens of the answer span,
 //
 //	s = −(1/|A|) Σ_{j∈A} log π_old(y_j | y_<j),
 //
-// and, without an answer span, the mean over the generated response tokens
-// (the official code's fallback); 20 when nothing was generated.
-func (t *Trajectory) AnswerNLL() float64 {
-	if t.AnswerSpan[1] > t.AnswerSpan[0] {
-		return conformal.AnswerNLL(t.ResponseLogProbs(), t.AnswerSpan)
+// where logps[j] is the log-prob of response token j, generated[j] says
+// whether the policy wrote token j (a loss mask: 1 or true; nil means every
+// token) and span is the answer's [start, end) in response positions
+// (Trajectory.AnswerSpan). Retrieved tokens never count: without an answer
+// span the mean runs over the generated tokens (the official code's
+// fallback), and a response without any scores conformal.EmptyNLL.
+func ConfidenceScore[M bool | uint8](logps []float32, generated []M, span [2]int) float64 {
+	if generated == nil {
+		return conformal.AnswerNLL(logps, span)
 	}
-	var gen []float32
-	lps := t.ResponseLogProbs()
-	for i, m := range t.ResponseMask() {
-		if m == 1 {
-			gen = append(gen, lps[i])
+	gen := make([]float32, 0, len(generated))
+	var a [2]int
+	for j, m := range generated {
+		if j == span[0] {
+			a[0] = len(gen)
+		}
+		if j == span[1] {
+			a[1] = len(gen)
+		}
+		if isGenerated(m) {
+			gen = append(gen, logps[j])
 		}
 	}
-	return conformal.AnswerNLL(gen, [2]int{})
+	if span[1] >= len(generated) {
+		a[1] = len(gen)
+	}
+	if span[0] >= span[1] || span[0] >= len(generated) {
+		a = [2]int{}
+	}
+	return conformal.AnswerNLL(gen, a)
+}
+
+func isGenerated[M bool | uint8](m M) bool {
+	switch v := any(m).(type) {
+	case bool:
+		return v
+	case uint8:
+		return v == 1
+	}
+	return false
 }
 
 // SearchCount is the number of executed searches.

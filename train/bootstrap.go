@@ -91,22 +91,14 @@ func BootstrapScores(m *qwen.Model, tok agent.Tokenizer, prompts []qa.Record, cf
 			return nil, fmt.Errorf("aci bootstrap: %w", err)
 		}
 		for _, r := range res {
-			scores = append(scores, responseScore(tok, r.IDs, r.LogProbs))
+			lo, hi := agent.AnswerTokens(tok, r.IDs, tok.Decode(r.IDs, true))
+			scores = append(scores, agent.ConfidenceScore[bool](r.LogProbs, nil, [2]int{lo, hi}))
 		}
 		if bar != nil {
 			_ = bar.Add(len(batch))
 		}
 	}
 	return scores, nil
-}
-
-// responseScore is the ACI score of a generated response: the answer-span
-// NLL (the tokens strictly inside the first <answer>…</answer>, found by
-// agent.AnswerTokens as in the rollout), else the mean NLL of all its
-// tokens, EmptyNLL if it is empty.
-func responseScore(tok agent.Tokenizer, ids []int, logps []float32) float64 {
-	lo, hi := agent.AnswerTokens(tok, ids, tok.Decode(ids, true))
-	return conformal.AnswerNLL(logps, [2]int{lo, hi})
 }
 
 // WriteScores writes scores as one JSONL line {"scores": [...]} (the format

@@ -3,6 +3,7 @@ package train
 import (
 	"errors"
 	"fmt"
+	"github.com/cas-engine/cas/agent"
 	"math"
 	"time"
 
@@ -255,7 +256,7 @@ func (l *Learner) Step(trajs []Trajectory) (*StepResult, error) {
 	// ACI: scores under the rollout policy → q_t, err_t, ω, α update.
 	res.Scores = make([]float64, len(trajs))
 	for i := range trajs {
-		res.Scores[i] = trajs[i].ConfidenceScore(old[i])
+		res.Scores[i] = agent.ConfidenceScore(old[i], trajs[i].LossMask, trajs[i].AnswerSpan)
 		if math.IsNaN(res.Scores[i]) || math.IsInf(res.Scores[i], 0) {
 			return nil, fmt.Errorf("learner step: trajectory %d: ACI score (answer-span NLL under the rollout policy) is %v: %w", i, res.Scores[i], ErrNonFinite)
 		}
