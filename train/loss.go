@@ -163,6 +163,30 @@ type LossOutputs struct {
 	ApproxKL      *graph.Node // token-mean of logp_old − logp (verl's ppo_kl)
 }
 
+// nodes lists the outputs in the order of LossTerms' fields.
+func (o LossOutputs) nodes() []*graph.Node {
+	return []*graph.Node{o.Loss, o.PG, o.KL, o.Entropy, o.ClipFrac, o.ClipFracLower, o.ApproxKL}
+}
+
+// LossTerms are LossOutputs evaluated: the objective and its diagnostics
+// as numbers, by name.
+type LossTerms struct {
+	Loss, PG, KL, Entropy, ClipFrac, ClipFracLower, ApproxKL float64
+}
+
+// fields lists the terms in the order of LossOutputs.nodes.
+func (t *LossTerms) fields() []*float64 {
+	return []*float64{&t.Loss, &t.PG, &t.KL, &t.Entropy, &t.ClipFrac, &t.ClipFracLower, &t.ApproxKL}
+}
+
+// add adds u's terms to t's.
+func (t *LossTerms) add(u LossTerms) {
+	uf := u.fields()
+	for k, p := range t.fields() {
+		*p += *uf[k]
+	}
+}
+
 // GRPOLoss builds the CAS training objective (paper Algorithm 1: the
 // clipped GRPO objective with ACI's per-trajectory weights ω and the KL
 // penalty to the reference model):
