@@ -150,7 +150,7 @@ func (r *Runner) prompts(ctx context.Context, qs []qa.Record) ([][]int, []Search
 		var msgs []tokenizer.Message
 		var err error
 		switch r.cfg.Mode {
-		case ModeAgent:
+		case ModeAgent: // PromptTokens' messages
 			msgs, err = PromptMessages(q.Question, r.cfg.Placement)
 		case ModeDirect:
 			msgs, err = baselineMessages(q.Question, "", r.cfg.Placement)

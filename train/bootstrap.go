@@ -13,7 +13,6 @@ import (
 	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/conformal"
 	"github.com/cas-engine/cas/model/qwen"
-	"github.com/cas-engine/cas/model/tokenizer"
 	"github.com/cas-engine/cas/qa"
 )
 
@@ -47,17 +46,12 @@ func BootstrapScores(m *qwen.Model, tok agent.Tokenizer, prompts []qa.Record, cf
 	if cfg.Batch <= 0 {
 		cfg.Batch = 16
 	}
-	family := cfg.ChatFamily
-	if family == "" {
-		family = tok.Family()
-	}
 	var bar *progressbar.ProgressBar
 	if cfg.Progress != nil {
 		bar = progressbar.NewOptions(len(prompts), progressbar.OptionSetWriter(cfg.Progress),
 			progressbar.OptionSetDescription("ACI bootstrap"), progressbar.OptionShowCount(),
 			progressbar.OptionSetPredictTime(true), progressbar.OptionClearOnFinish())
 	}
-	no := false
 	opts := qwen.GenerateOptions{
 		MaxNewTokens: cfg.MaxNewTokens, Stop: []string{agent.AnswerClose},
 		Decode: func(ids []int) string { return tok.Decode(ids, false) },
@@ -67,15 +61,10 @@ func BootstrapScores(m *qwen.Model, tok agent.Tokenizer, prompts []qa.Record, cf
 		batch := prompts[off:min(off+cfg.Batch, len(prompts))]
 		ids := make([][]int, len(batch))
 		for i, p := range batch {
-			msgs, err := agent.PromptMessages(p.Question, cfg.Placement)
-			if err != nil {
+			var err error
+			if ids[i], err = agent.PromptTokens(tok, cfg.ChatFamily, cfg.Placement, p.Question); err != nil {
 				return nil, fmt.Errorf("aci bootstrap: prompt %q: %w", p.ID, err)
 			}
-			text, err := tokenizer.RenderChat(msgs, tokenizer.ChatOptions{Family: family, AddGenerationPrompt: true, EnableThinking: &no})
-			if err != nil {
-				return nil, fmt.Errorf("aci bootstrap: prompt %q: %w", p.ID, err)
-			}
-			ids[i] = tok.Encode(text)
 			if len(ids[i]) == 0 {
 				return nil, fmt.Errorf("aci bootstrap: prompt %q encodes to no tokens", p.ID)
 			}
