@@ -36,6 +36,12 @@ func (f InfoFormat) String() string {
 	return "code"
 }
 
+// MarshalText encodes the format by its flag spelling.
+func (f InfoFormat) MarshalText() ([]byte, error) { return []byte(f.String()), nil }
+
+// UnmarshalText decodes an information-format flag (ParseInfoFormat).
+func (f *InfoFormat) UnmarshalText(b []byte) error { return unmarshalEnum(f, ParseInfoFormat, b) }
+
 // ParseInfoFormat reads an information-format flag: "code" or "search-r1".
 func ParseInfoFormat(s string) (InfoFormat, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {

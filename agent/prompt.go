@@ -54,6 +54,12 @@ func (p Placement) String() string {
 	return "system-user"
 }
 
+// MarshalText encodes the placement by its flag spelling.
+func (p Placement) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+
+// UnmarshalText decodes a placement flag (ParsePlacement).
+func (p *Placement) UnmarshalText(b []byte) error { return unmarshalEnum(p, ParsePlacement, b) }
+
 // ParsePlacement reads a placement flag: "system-user" (or "code") or
 // "user" (or "search-r1").
 func ParsePlacement(s string) (Placement, error) {

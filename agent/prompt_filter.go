@@ -6,15 +6,16 @@ import (
 	"github.com/cas-engine/cas/model/tokenizer"
 )
 
-// AgentPromptTokens renders a question's agent prompt (PromptMessages with
-// the chat template of cfg.ChatFamily, or of the tokenizer's family) and
-// returns its token ids, as a rollout of mode ModeAgent encodes it.
-func AgentPromptTokens(tok Tokenizer, cfg RolloutConfig, question string) ([]int, error) {
-	family := cfg.ChatFamily
+// PromptTokens renders a question's agent prompt (PromptMessages with the
+// placement, in the chat template of family, or of the tokenizer's family
+// when it is "") and returns its token ids: the one prompt encoder of the
+// rollout (ModeAgent), the prompt filter, the ACI bootstrap and the warm
+// start.
+func PromptTokens(tok Tokenizer, family string, p Placement, question string) ([]int, error) {
 	if family == "" {
 		family = tok.Family()
 	}
-	msgs, err := PromptMessages(question, cfg.Placement)
+	msgs, err := PromptMessages(question, p)
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +41,7 @@ func encodePrompt(tok Tokenizer, family string, msgs []tokenizer.Message) ([]int
 // still refuses one).
 func FilterLongPrompts(tok Tokenizer, cfg RolloutConfig, questions []string) (kept []int, dropped int, err error) {
 	for i, q := range questions {
-		ids, err := AgentPromptTokens(tok, cfg, q)
+		ids, err := PromptTokens(tok, cfg.ChatFamily, cfg.Placement, q)
 		if err != nil {
 			return nil, 0, fmt.Errorf("prompt %d: %w", i, err)
 		}

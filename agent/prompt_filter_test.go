@@ -16,7 +16,7 @@ func TestFilterLongPrompts(t *testing.T) {
 	cfg := DefaultRolloutConfig()
 	lens := make([]int, len(qs))
 	for i, q := range qs {
-		ids, err := AgentPromptTokens(tok, cfg, q)
+		ids, err := PromptTokens(tok, cfg.ChatFamily, cfg.Placement, q)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,11 +45,11 @@ func TestFilterLongPrompts(t *testing.T) {
 	}
 	// The rollout encodes the same prompt.
 	cfg = DefaultRolloutConfig()
-	ids, _ := AgentPromptTokens(tok, cfg, qs[0])
+	ids, _ := PromptTokens(tok, cfg.ChatFamily, cfg.Placement, qs[0])
 	msgs, _ := PromptMessages(qs[0], cfg.Placement)
 	no := false
 	text, _ := tok.RenderChat(msgs, tokenizer.ChatOptions{Family: tokenizer.FamilyQwen3, AddGenerationPrompt: true, EnableThinking: &no})
 	if !slices.Equal(ids, tok.Encode(text)) {
-		t.Error("AgentPromptTokens differs from the rendered chat template")
+		t.Error("PromptTokens differs from the rendered chat template")
 	}
 }

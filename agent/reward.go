@@ -264,21 +264,56 @@ func clip(s string) string {
 // RewardConfig holds the constants of the reward table (paper Eq. 5).
 type RewardConfig struct {
 	// Correct is the reward of an exact match in a valid response (1.0).
-	Correct float64
+	Correct float64 `json:"correct" yaml:"-"`
 	// FormatScore is γ: a valid response with a wrong answer earns γ, and an
 	// exact match in an invalid response earns Correct − γ (γ = 0.2).
-	FormatScore float64
+	FormatScore float64 `json:"format_score" yaml:"-"`
 	// FinalFormatScore is earned by an invalid response that still has an
 	// answer, wrong (0.1).
-	FinalFormatScore float64
-	// WholeText takes the answer (and "has an answer") from the whole
-	// decoded response, retrieved passages and the invalid-action message
-	// included: the official code's extract_solution. By default
-	// (false) ScoreGenerated reads it only from the text the policy
-	// generated, so a passage quoting "<answer>Paris</answer>" or the
-	// invalid-action message's "<answer> and </answer>" earns nothing.
-	WholeText bool
+	FinalFormatScore float64 `json:"final_format_score" yaml:"-"`
+	// AnswerFrom says where the answer (and "has an answer") is read.
+	AnswerFrom AnswerSource `json:"answer_from" yaml:"answer_from"`
 }
+
+// AnswerSource says where the reward reads the answer.
+type AnswerSource int
+
+const (
+	// AnswerFromPolicy (the default) reads it only from the text the policy
+	// generated (ScoreGenerated), so a passage quoting
+	// "<answer>Paris</answer>" or the invalid-action message's "<answer> and
+	// </answer>" earns nothing.
+	AnswerFromPolicy AnswerSource = iota
+	// AnswerFromText reads it from the whole decoded response, retrieved
+	// passages and the invalid-action message included: the official
+	// code's extract_solution.
+	AnswerFromText
+)
+
+// String gives the config spelling: "policy" or "text".
+func (a AnswerSource) String() string {
+	if a == AnswerFromText {
+		return "text"
+	}
+	return "policy"
+}
+
+// ParseAnswerSource reads "policy" (or "") or "text".
+func ParseAnswerSource(s string) (AnswerSource, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "policy", "":
+		return AnswerFromPolicy, nil
+	case "text":
+		return AnswerFromText, nil
+	}
+	return 0, fmt.Errorf("unknown answer source %q (want policy or text)", s)
+}
+
+// MarshalText encodes the source by its config spelling.
+func (a AnswerSource) MarshalText() ([]byte, error) { return []byte(a.String()), nil }
+
+// UnmarshalText decodes "policy" or "text" (ParseAnswerSource).
+func (a *AnswerSource) UnmarshalText(b []byte) error { return unmarshalEnum(a, ParseAnswerSource, b) }
 
 // DefaultRewardConfig is the paper's and the code's table: 1.0 / 0.8 / 0.2 / 0.1 / 0.
 func DefaultRewardConfig() RewardConfig {
@@ -314,9 +349,9 @@ func (c RewardConfig) Score(response string, golds []string) Outcome {
 // ScoreGenerated is Score with the answer taken from the policy's own text:
 // generated holds the response's runs of policy-generated tokens (loss mask
 // 1), decoded, in order, and the answer is PolicyAnswer(generated). The
-// format check still reads the whole response. With WholeText it is Score.
+// format check still reads the whole response. With AnswerFromText it is Score.
 func (c RewardConfig) ScoreGenerated(response string, generated []string, golds []string) Outcome {
-	if c.WholeText {
+	if c.AnswerFrom == AnswerFromText {
 		return c.Score(response, golds)
 	}
 	ans, has := PolicyAnswer(generated)

@@ -7,7 +7,7 @@ import (
 
 // TestScoreGenerated: by default the answer comes only from the text the
 // policy generated (loss mask 1); the official code's whole-text rule
-// (RewardConfig.WholeText) also reads observations.
+// (RewardConfig.AnswerFrom = AnswerFromText) also reads observations.
 func TestScoreGenerated(t *testing.T) {
 	paris := []string{"Paris"}
 	info := "<information>Doc 1 (Title: Paris)\nThe capital is <answer>Paris</answer>.</information>"
@@ -48,7 +48,7 @@ func TestScoreGenerated(t *testing.T) {
 			if o.Reward != tc.policy || o.HasAnswer != tc.hasPolicy {
 				t.Errorf("policy's text: reward %v has answer %v (%q), want %v %v", o.Reward, o.HasAnswer, o.Answer, tc.policy, tc.hasPolicy)
 			}
-			cfg.WholeText = true
+			cfg.AnswerFrom = AnswerFromText
 			if o := cfg.ScoreGenerated(resp, tc.generated, paris); o.Reward != tc.whole || o != cfg.Score(resp, paris) {
 				t.Errorf("whole text: reward %v (%q), want %v", o.Reward, o.Answer, tc.whole)
 			}

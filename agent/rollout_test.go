@@ -14,6 +14,7 @@ import (
 	"github.com/cas-engine/cas/conformal"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/tokenizer"
+	"github.com/cas-engine/cas/qa"
 	"github.com/cas-engine/cas/search"
 )
 
@@ -176,10 +177,10 @@ func checkObservation(t *testing.T, tok Tokenizer, cfg RolloutConfig, tr *Trajec
 // documents are appended.
 func TestRolloutTinyModels(t *testing.T) {
 	corpus := bm25Corpus(t, 60)
-	qs := []Question{
-		{ID: "a", Text: "Who was Evan Morris a lobbyist for?", Golds: []string{"Genentech"}},
-		{ID: "b", Text: "What did Horatio Hale gather?", Golds: []string{"an Algonkin vocabulary"}},
-		{ID: "c", Text: "Where is Genentech?", Golds: []string{"South San Francisco"}},
+	qs := []qa.Record{
+		{ID: "a", Question: "Who was Evan Morris a lobbyist for?", Answers: []string{"Genentech"}},
+		{ID: "b", Question: "What did Horatio Hale gather?", Answers: []string{"an Algonkin vocabulary"}},
+		{ID: "c", Question: "Where is Genentech?", Answers: []string{"South San Francisco"}},
 	}
 	for _, tc := range []struct {
 		model, family string
@@ -324,12 +325,12 @@ func TestRolloutScripted(t *testing.T) {
 		}
 	}
 	run, pol, tok := scripted(t, cfg, corpus.retriever, next)
-	qs := []Question{{ID: "q1", Text: "Who did Evan Morris lobby for?", Golds: []string{"Genentech"}}}
+	qs := []qa.Record{{ID: "q1", Question: "Who did Evan Morris lobby for?", Answers: []string{"Genentech"}}}
 	trajs, err := run.Run(context.Background(), qs, 2, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs, _ := PromptMessages(qs[0].Text, PlacementSystemUser)
+	msgs, _ := PromptMessages(qs[0].Question, PlacementSystemUser)
 	no := false
 	promptText, _ := tok.RenderChat(msgs, tokenizer.ChatOptions{Family: tokenizer.FamilyQwen3, AddGenerationPrompt: true, EnableThinking: &no})
 	if !strings.HasSuffix(promptText, "<|im_start|>assistant\n<think>\n\n</think>\n\n") {
@@ -406,7 +407,7 @@ func TestRolloutTurnRules(t *testing.T) {
 			cfg := DefaultRolloutConfig()
 			cfg.TurnRule, cfg.MaxTurns, cfg.CompactBelow, cfg.MaxTurnTokens = tc.rule, tc.maxTurns, 0, tc.maxTurnTok
 			run, _, tok := scripted(t, cfg, corpus.retriever, tc.next)
-			trajs, err := run.Run(context.Background(), []Question{{ID: "x", Text: "Who was Horatio Hale?", Golds: []string{"an ethnologist"}}}, 1, 0)
+			trajs, err := run.Run(context.Background(), []qa.Record{{ID: "x", Question: "Who was Horatio Hale?", Answers: []string{"an ethnologist"}}}, 1, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -430,7 +431,7 @@ func TestRolloutTurnRules(t *testing.T) {
 				t.Fatalf("outcome %+v, want no answer, no EM, invalid, reward 0", tr.Outcome)
 			}
 			whole := cfg.Reward
-			whole.WholeText = true
+			whole.AnswerFrom = AnswerFromText
 			if o := whole.Score(tr.Response, []string{"Paris"}); tc.invalid > 0 && (o.Answer != "and" || o.Reward != 0.1) {
 				t.Fatalf("whole-text rule: %+v, want answer \"and\", reward 0.1", o)
 			}
@@ -451,9 +452,9 @@ func TestRolloutAPSvsTopK(t *testing.T) {
 		}
 		return "<think>done</think><answer>x</answer>", qwen.FinishStop
 	}
-	qs := []Question{
-		{ID: "1", Text: "south state family California school", Golds: []string{"x"}},
-		{ID: "2", Text: "world war first built known early years", Golds: []string{"x"}},
+	qs := []qa.Record{
+		{ID: "1", Question: "south state family California school", Answers: []string{"x"}},
+		{ID: "2", Question: "world war first built known early years", Answers: []string{"x"}},
 	}
 	aps := conformal.APS{Temperature: 2, MinDocs: 1, MaxDocs: 5}
 	for _, tc := range []struct {
@@ -516,9 +517,9 @@ func TestRolloutBaselines(t *testing.T) {
 		}
 		return "<answer> Genentech </answer>", qwen.FinishStop
 	}
-	qs := []Question{
-		{ID: "1", Text: "Evan Morris lobbied for which company?", Golds: []string{"Genentech"}},
-		{ID: "2", Text: "What did Horatio Hale gather?", Golds: []string{"an Algonkin vocabulary"}},
+	qs := []qa.Record{
+		{ID: "1", Question: "Evan Morris lobbied for which company?", Answers: []string{"Genentech"}},
+		{ID: "2", Question: "What did Horatio Hale gather?", Answers: []string{"an Algonkin vocabulary"}},
 	}
 	for _, mode := range []Mode{ModeDirect, ModeRAG} {
 		t.Run(mode.String(), func(t *testing.T) {
@@ -543,7 +544,7 @@ func TestRolloutBaselines(t *testing.T) {
 				if hasInfo != (mode == ModeRAG) || (mode == ModeRAG) != (len(tr.Searches) == 1) {
 					t.Fatalf("%s: information in prompt %v, searches %d", mode, hasInfo, len(tr.Searches))
 				}
-				if mode == ModeRAG && (tr.Searches[0].Turn != 0 || tr.Searches[0].Query != qs[tr.Question].Text) {
+				if mode == ModeRAG && (tr.Searches[0].Turn != 0 || tr.Searches[0].Query != qs[tr.Question].Question) {
 					t.Fatalf("RAG search record %+v", tr.Searches[0])
 				}
 			}
@@ -559,7 +560,7 @@ func TestRolloutBadInput(t *testing.T) {
 	search1 := func(string, int) (string, qwen.FinishReason) {
 		return "<think>x</think><search>Evan Morris</search>", qwen.FinishStop
 	}
-	q := []Question{{ID: "q", Text: "Who is Evan Morris?", Golds: []string{"a lobbyist"}}}
+	q := []qa.Record{{ID: "q", Question: "Who is Evan Morris?", Answers: []string{"a lobbyist"}}}
 	var calls atomic.Int32
 	failing := retrieverFunc(func(ctx context.Context, qs []string, k int) ([][]search.Hit, error) {
 		calls.Add(1)
@@ -580,7 +581,7 @@ func TestRolloutBadInput(t *testing.T) {
 	})
 	for _, tc := range []struct {
 		name    string
-		qs      []Question
+		qs      []qa.Record
 		r       search.Retriever
 		set     func(*RolloutConfig)
 		vocab   int
@@ -588,7 +589,7 @@ func TestRolloutBadInput(t *testing.T) {
 		calls   int32
 	}{
 		{"no questions", nil, corpus.retriever, nil, 0, "no questions", 0},
-		{"blank question", []Question{{ID: "b", Text: "  "}}, corpus.retriever, nil, 0, `question 0 (id "b"): prompt: empty question`, 0},
+		{"blank question", []qa.Record{{ID: "b", Question: "  "}}, corpus.retriever, nil, 0, `question 0 (id "b"): prompt: empty question`, 0},
 		{"prompt over the limit", q, corpus.retriever, func(c *RolloutConfig) { c.MaxPromptTokens = 50 }, 0, "more than the limit of 50", 0},
 		{"prompt over the context", q, corpus.retriever, nil, 0, "model context 100", 0},
 		{"vocabulary mismatch", q, corpus.retriever, nil, 1000, "outside the model's vocabulary [0, 1000)", 0},
@@ -644,7 +645,7 @@ func TestRolloutFlakyRetriever(t *testing.T) {
 	})
 	cfg := DefaultRolloutConfig()
 	cfg.RetryBackoff = time.Millisecond
-	q := []Question{{ID: "q", Text: "Who is Evan Morris?", Golds: []string{"Roche"}}}
+	q := []qa.Record{{ID: "q", Question: "Who is Evan Morris?", Answers: []string{"Roche"}}}
 	var got [2]*Trajectory
 	for i, r := range []search.Retriever{flaky, corpus.retriever} {
 		run, _, _ := scripted(t, cfg, r, next)
@@ -670,7 +671,7 @@ func TestRolloutBudget(t *testing.T) {
 		cfg := DefaultRolloutConfig()
 		cfg.MaxResponseTokens = budget
 		run, _, tok := scripted(t, cfg, corpus.retriever, next)
-		trajs, err := run.Run(context.Background(), []Question{{ID: "q", Text: "Who is Evan Morris?"}}, 3, 0)
+		trajs, err := run.Run(context.Background(), []qa.Record{{ID: "q", Question: "Who is Evan Morris?"}}, 3, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -796,9 +797,9 @@ func BenchmarkRolloutLoop(b *testing.B) {
 	}
 	cfg := DefaultRolloutConfig()
 	cfg.CompactBelow = 0
-	qs := make([]Question, 16)
+	qs := make([]qa.Record, 16)
 	for i := range qs {
-		qs[i] = Question{ID: fmt.Sprint(i), Text: "Who did Evan Morris lobby for?", Golds: []string{"Genentech"}}
+		qs[i] = qa.Record{ID: fmt.Sprint(i), Question: "Who did Evan Morris lobby for?", Answers: []string{"Genentech"}}
 	}
 	for b.Loop() {
 		p := &scriptPolicy{tok: tok, eos: eos, vocab: 151936, maxCtx: 40960, next: next}
@@ -841,7 +842,7 @@ func TestRolloutEmptyQuery(t *testing.T) {
 	}
 	cfg := DefaultRolloutConfig()
 	run, _, tok := scripted(t, cfg, counting, next)
-	trajs, err := run.Run(context.Background(), []Question{{ID: "q", Text: "Q?", Golds: []string{"z"}}}, 2, 0)
+	trajs, err := run.Run(context.Background(), []qa.Record{{ID: "q", Question: "Q?", Answers: []string{"z"}}}, 2, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,8 +16,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/cas-engine/cas/agent"
-	"github.com/cas-engine/cas/calibrate"
-	"github.com/cas-engine/cas/conformal"
+	"github.com/cas-engine/cas/qa"
 )
 
 // Dataset groups of the paper's Tables 1–2.
@@ -81,34 +80,26 @@ func DatasetName(path string) (name string, known bool) {
 type Dataset struct {
 	Name      string
 	Path      string
-	Questions []calibrate.QA
+	Questions []qa.Record
 }
 
 // LoadDataset reads a FlashRAG/Search-R1 QA file ({"id", "question",
 // "golden_answers"} per line) and keeps its first limit questions (0: all).
-// An empty file, a malformed line or a missing field is an error naming
-// file:line.
+// An empty file, a malformed line, a missing field, a blank question or no
+// golden answer is an error naming file:line (qa.Load).
 func LoadDataset(path string, limit int) (Dataset, error) {
 	if limit < 0 {
 		return Dataset{}, fmt.Errorf("limit %d < 0", limit)
 	}
-	qa, err := calibrate.LoadQA(path)
+	qs, err := qa.Load(path)
 	if err != nil {
 		return Dataset{}, err
 	}
-	for i, q := range qa {
-		if strings.TrimSpace(q.Question) == "" {
-			return Dataset{}, fmt.Errorf("%s: question %d (id %q) is empty", path, i+1, q.ID)
-		}
-		if len(q.Answers) == 0 {
-			return Dataset{}, fmt.Errorf("%s: question %d (id %q) has no golden answers", path, i+1, q.ID)
-		}
-	}
-	if limit > 0 && len(qa) > limit {
-		qa = qa[:limit]
+	if limit > 0 && len(qs) > limit {
+		qs = qs[:limit]
 	}
 	name, _ := DatasetName(path)
-	return Dataset{Name: name, Path: path, Questions: qa}, nil
+	return Dataset{Name: name, Path: path, Questions: qs}, nil
 }
 
 // LoadDatasets loads several QA files; two files of the same dataset are an
@@ -197,11 +188,11 @@ type DatasetResult struct {
 // Report is the result of an evaluation, in the layout of the paper's
 // Tables 1–2.
 type Report struct {
-	Model     string          `json:"model"`
-	Mode      string          `json:"mode"`
-	Retrieval string          `json:"retrieval"`
-	Settings  Settings        `json:"settings"`
-	Datasets  []DatasetResult `json:"datasets"`
+	Model     string              `json:"model"`
+	Mode      string              `json:"mode"`
+	Retrieval string              `json:"retrieval"`
+	Settings  agent.RolloutConfig `json:"settings"`
+	Datasets  []DatasetResult     `json:"datasets"`
 	// GeneralQA, MultiHopQA and Overall are the macro averages of EM over
 	// the paper's datasets present (nil when none); Missing lists the paper's
 	// datasets not evaluated, which makes an average partial.
@@ -215,40 +206,6 @@ type Report struct {
 	DocsPerSearch float64 `json:"docs_per_search"`
 	FormatValid   float64 `json:"format_valid"`
 	Seconds       float64 `json:"seconds"`
-}
-
-// Settings record the rollout configuration of a report.
-type Settings struct {
-	TurnRule      string               `json:"turn_rule"`
-	MaxTurns      int                  `json:"max_turns"`
-	Info          string               `json:"info_format"`
-	Placement     string               `json:"placement"`
-	Selection     string               `json:"selection"` // "aps" or "top-k"
-	TopK          int                  `json:"topk,omitempty"`
-	Candidates    int                  `json:"candidates,omitempty"`
-	QHat          *conformal.JSONFloat `json:"qhat,omitempty"`
-	QHatLog       *conformal.JSONFloat `json:"qhat_log,omitempty"`
-	APSTemp       float64              `json:"aps_temperature,omitempty"`
-	APSMinDocs    int                  `json:"aps_min_docs,omitempty"`
-	APSMaxDocs    int                  `json:"aps_max_docs,omitempty"`
-	MaxObsTokens  int                  `json:"max_obs_tokens"`
-	MaxTurnTokens int                  `json:"max_turn_tokens"`
-	Temperature   float64              `json:"temperature"`
-}
-
-func settingsOf(c agent.RolloutConfig) Settings {
-	s := Settings{
-		TurnRule: c.TurnRule.String(), MaxTurns: c.MaxTurns, Info: c.Info.String(), Placement: c.Placement.String(),
-		MaxObsTokens: c.MaxObsTokens, MaxTurnTokens: c.MaxTurnTokens, Temperature: c.Temperature,
-	}
-	if c.APS != nil {
-		q, ql := c.APS.QHat, c.APS.QHatLog // "+Inf" keeps every candidate
-		s.Selection, s.Candidates, s.QHat, s.QHatLog = "aps", c.Candidates, &q, &ql
-		s.APSTemp, s.APSMinDocs, s.APSMaxDocs = c.APS.Temperature, c.APS.MinDocs, c.APS.MaxDocs
-	} else {
-		s.Selection, s.TopK = "top-k", c.TopK
-	}
-	return s
 }
 
 // Eval rolls out every question of every dataset greedily or as the runner
@@ -282,7 +239,7 @@ func Eval(ctx context.Context, r *agent.Runner, datasets []Dataset, opts EvalOpt
 		defer func() { r.OnDone = prev; _ = bar.Finish() }()
 	}
 	cfg := r.Config()
-	rep := &Report{Model: opts.Model, Mode: cfg.Mode.String(), Retrieval: opts.Retrieval, Settings: settingsOf(cfg)}
+	rep := &Report{Model: opts.Model, Mode: cfg.Mode.String(), Retrieval: opts.Retrieval, Settings: cfg}
 	enc := json.NewEncoder(io.Discard)
 	if records != nil {
 		enc = json.NewEncoder(records)
@@ -323,11 +280,7 @@ func evalDataset(ctx context.Context, r *agent.Runner, d Dataset, batch int, enc
 	var reward float64
 	for lo := 0; lo < len(d.Questions); lo += batch {
 		part := d.Questions[lo:min(lo+batch, len(d.Questions))]
-		qs := make([]agent.Question, len(part))
-		for i, q := range part {
-			qs[i] = agent.Question{ID: q.ID, Text: q.Question, Golds: q.Answers}
-		}
-		trajs, err := r.Run(ctx, qs, 1, uint64(lo))
+		trajs, err := r.Run(ctx, part, 1, uint64(lo))
 		if err != nil {
 			return res, fmt.Errorf("eval %s (questions %d–%d): %w", d.Path, lo+1, lo+len(part), err)
 		}
@@ -418,10 +371,11 @@ func (rep *Report) Markdown() string {
 		method = fmt.Sprintf("%s (%s)", rep.Model, rep.Mode)
 	}
 	fmt.Fprintf(&b, "# cas eval: %s\n\n", method)
-	sel := fmt.Sprintf("top-%d", rep.Settings.TopK)
-	if rep.Settings.Selection == "aps" {
-		sel = fmt.Sprintf("APS (q̂ = %.4g, T = %g, k ∈ [%d, %d] of %d candidates)", float64(*rep.Settings.QHat), rep.Settings.APSTemp,
-			rep.Settings.APSMinDocs, rep.Settings.APSMaxDocs, rep.Settings.Candidates)
+	st := rep.Settings
+	sel := fmt.Sprintf("top-%d", st.TopK)
+	if st.APS != nil {
+		sel = fmt.Sprintf("APS (q̂ = %.4g, T = %g, k ∈ [%d, %d] of %d candidates)", float64(st.APS.QHat), st.APS.Temperature,
+			st.APS.MinDocs, st.APS.MaxDocs, st.Candidates)
 	}
 	if rep.Mode == agent.ModeDirect.String() {
 		sel = "none"

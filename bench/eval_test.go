@@ -102,9 +102,9 @@ func TestLoadDatasetErrors(t *testing.T) {
 		{"nq_limit.jsonl", good, 1, "", 1},
 		{"nq_empty.jsonl", "\n\n", 0, "no questions", 0},
 		{"nq_noq.jsonl", `{"id": "1", "golden_answers": ["a"]}`, 0, `nq_noq.jsonl:1: missing "question"`, 0},
-		{"nq_nogold.jsonl", good + `{"id": "3", "question": "q3?"}`, 0, `nq_nogold.jsonl:3: missing "golden_answers"`, 0},
-		{"nq_emptygold.jsonl", `{"id": "1", "question": "q?", "golden_answers": []}`, 0, "has no golden answers", 0},
-		{"nq_blank.jsonl", `{"id": "1", "question": "  ", "golden_answers": ["a"]}`, 0, "is empty", 0},
+		{"nq_nogold.jsonl", good + `{"id": "3", "question": "q3?"}`, 0, `nq_nogold.jsonl:3: "golden_answers": missing`, 0},
+		{"nq_emptygold.jsonl", `{"id": "1", "question": "q?", "golden_answers": []}`, 0, `nq_emptygold.jsonl:1: "golden_answers": empty list`, 0},
+		{"nq_blank.jsonl", `{"id": "1", "question": "  ", "golden_answers": ["a"]}`, 0, `nq_blank.jsonl:1: blank "question"`, 0},
 		{"nq_bad.jsonl", `{"id": "1", "question": `, 0, "nq_bad.jsonl:1: malformed JSON", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -388,7 +388,7 @@ func TestEvalBaselines(t *testing.T) {
 		if res.EM != 1 || res.MeanSearches != wantSearches || res.DocsPerSearch != wantDocs || res.AnswerRate != 0.5 || res.MeanTurns != 1 {
 			t.Fatalf("%s: %+v", mode, res)
 		}
-		if *rep.GeneralQA != 1 || rep.MultiHopQA != nil || rep.Settings.Selection != map[agent.Mode]string{agent.ModeDirect: "top-k", agent.ModeRAG: "aps"}[mode] {
+		if *rep.GeneralQA != 1 || rep.MultiHopQA != nil || (rep.Settings.APS != nil) != (mode == agent.ModeRAG) {
 			t.Fatalf("%s: report %+v", mode, rep)
 		}
 	}
@@ -397,7 +397,7 @@ func TestEvalBaselines(t *testing.T) {
 // TestReportMarkdown pins the rendering of a complete report.
 func TestReportMarkdown(t *testing.T) {
 	rep := &Report{Model: "m", Mode: "agent", Retrieval: "idx", N: 70,
-		Settings: Settings{TurnRule: "paper", MaxTurns: 4, Selection: "top-k", TopK: 3}}
+		Settings: agent.RolloutConfig{TurnRule: agent.TurnsPaper, MaxTurns: 4, TopK: 3}}
 	for i, d := range PaperDatasets() {
 		rep.Datasets = append(rep.Datasets, DatasetResult{Name: d.Name, Label: d.Label, Group: d.Group, N: 10,
 			EM: float64(i+1) / 10, MeanSearches: 1.5, DocsPerSearch: 3, FormatValid: 0.9, AnswerRate: 1, MeanTurns: 2.5, MeanReward: 0.5, MeanResponseTokens: 321})

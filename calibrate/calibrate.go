@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cas-engine/cas/conformal"
+	"github.com/cas-engine/cas/qa"
 	"github.com/cas-engine/cas/search"
 	"github.com/schollz/progressbar/v3"
 )
@@ -123,24 +124,24 @@ type labelled struct {
 // the calibration scores under cfg.Rule, and evaluates APS and the fixed
 // top-k baseline on the held-out questions. progress, when non-nil, shows a
 // progress bar.
-func Run(ctx context.Context, r search.Retriever, qa []QA, judge Judge, cfg Config, progress io.Writer) (Report, error) {
+func Run(ctx context.Context, r search.Retriever, qs []qa.Record, judge Judge, cfg Config, progress io.Writer) (Report, error) {
 	start := time.Now()
 	if err := cfg.Validate(); err != nil {
 		return Report{}, err
 	}
-	if cfg.N >= len(qa) {
-		return Report{}, fmt.Errorf("n = %d calibration questions leaves none of the %d to evaluate on", cfg.N, len(qa))
+	if cfg.N >= len(qs) {
+		return Report{}, fmt.Errorf("n = %d calibration questions leaves none of the %d to evaluate on", cfg.N, len(qs))
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5851f42d4c957f2d))
-	chosen := rng.Perm(len(qa))
+	chosen := rng.Perm(len(qs))
 	if !cfg.GoldOnly {
-		test := len(qa) - cfg.N
+		test := len(qs) - cfg.N
 		if cfg.Test > 0 {
 			test = min(cfg.Test, test)
 		}
 		chosen = chosen[:cfg.N+test]
 	}
-	lab, err := retrieveAndLabel(ctx, r, qa, chosen, judge, cfg, progress)
+	lab, err := retrieveAndLabel(ctx, r, qs, chosen, judge, cfg, progress)
 	if err != nil {
 		return Report{}, err
 	}
@@ -198,7 +199,7 @@ func Run(ctx context.Context, r search.Retriever, qa []QA, judge Judge, cfg Conf
 	for i, q := range held {
 		s, err := apsLogScore(cfg.APS, q, urng)
 		if err != nil {
-			return Report{}, fmt.Errorf("held-out question %q: %w", qa[chosen[cfg.N+i]].ID, err)
+			return Report{}, fmt.Errorf("held-out question %q: %w", qs[chosen[cfg.N+i]].ID, err)
 		}
 		if s <= float64(c.QHatLog) {
 			apsCovered++
@@ -255,7 +256,7 @@ func apsLogScore(a conformal.APS, q labelled, urng *rand.Rand) (float64, error) 
 
 // retrieveAndLabel retrieves the chosen questions in batches and labels
 // their gold passages, in the order of chosen.
-func retrieveAndLabel(ctx context.Context, r search.Retriever, qa []QA, chosen []int, judge Judge, cfg Config, progress io.Writer) ([]labelled, error) {
+func retrieveAndLabel(ctx context.Context, r search.Retriever, qs []qa.Record, chosen []int, judge Judge, cfg Config, progress io.Writer) ([]labelled, error) {
 	var bar *progressbar.ProgressBar
 	if progress != nil {
 		bar = progressbar.NewOptions(len(chosen), progressbar.OptionSetWriter(progress),
@@ -274,7 +275,7 @@ func retrieveAndLabel(ctx context.Context, r search.Retriever, qa []QA, chosen [
 		hi := min(lo+batch, len(chosen))
 		queries := make([]string, hi-lo)
 		for i := range queries {
-			queries[i] = qa[chosen[lo+i]].Question
+			queries[i] = qs[chosen[lo+i]].Question
 		}
 		hits, err := r.Retrieve(ctx, queries, cfg.TopK)
 		if err != nil {
@@ -284,7 +285,7 @@ func retrieveAndLabel(ctx context.Context, r search.Retriever, qa []QA, chosen [
 			return nil, fmt.Errorf("retriever returned %d lists for %d questions", len(hits), len(queries))
 		}
 		for i, hs := range hits {
-			q := qa[chosen[lo+i]]
+			q := qs[chosen[lo+i]]
 			gold, err := judge.Gold(ctx, q, hs)
 			if err != nil {
 				return nil, fmt.Errorf("judge question %q: %w", q.ID, err)

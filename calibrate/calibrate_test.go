@@ -14,6 +14,7 @@ import (
 
 	"github.com/cas-engine/cas/conformal"
 	"github.com/cas-engine/cas/internal/sharedtest"
+	"github.com/cas-engine/cas/qa"
 	"github.com/cas-engine/cas/search"
 )
 
@@ -47,63 +48,11 @@ func TestContainsJudge(t *testing.T) {
 		{[]string{"", "  "}, -1},
 	}
 	for _, tc := range tests {
-		got, err := ContainsJudge{}.Gold(context.Background(), QA{Answers: tc.answers}, hits)
+		got, err := ContainsJudge{}.Gold(context.Background(), qa.Record{Answers: tc.answers}, hits)
 		if err != nil || got != tc.want {
 			t.Errorf("Gold(%q) = %d, %v; want %d", tc.answers, got, err, tc.want)
 		}
 	}
-}
-
-func TestReadQA(t *testing.T) {
-	in := "{\"id\": \"q1\", \"question\": \"who?\", \"golden_answers\": [\"a\", \"b\"]}\n\n" +
-		"{\"id\": 7, \"question\": \"what?\", \"golden_answers\": \"c\"}\n" +
-		"{\"question\": \"when?\", \"golden_answers\": []}\n"
-	qa, err := ReadQA(strings.NewReader(in), "x.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []QA{{"q1", "who?", []string{"a", "b"}}, {"7", "what?", []string{"c"}}, {"4", "when?", []string{}}}
-	if len(qa) != len(want) {
-		t.Fatalf("got %d questions", len(qa))
-	}
-	for i := range want {
-		if qa[i].ID != want[i].ID || qa[i].Question != want[i].Question || !slices.Equal(qa[i].Answers, want[i].Answers) {
-			t.Errorf("question %d = %+v, want %+v", i, qa[i], want[i])
-		}
-	}
-	for _, bad := range []struct{ in, where string }{
-		{"{\"question\": \"a\", \"golden_answers\": [\"x\"]}\n{\"golden_answers\": [\"x\"]}\n", "x.jsonl:2"},
-		{"{\"question\": \"a\"}\n", "x.jsonl:1"},
-		{"{\"question\": \"a\", \"golden_answers\": [1]}\n", "x.jsonl:1"},
-		{"{\"question\": \"a\", \"id\": [], \"golden_answers\": [\"x\"]}\n", "x.jsonl:1"},
-		{"not json\n", "x.jsonl:1"},
-		{"\n\n", "no questions"},
-	} {
-		if _, err := ReadQA(strings.NewReader(bad.in), "x.jsonl"); err == nil || !strings.Contains(err.Error(), bad.where) {
-			t.Errorf("ReadQA(%q): err = %v, want one naming %q", bad.in, err, bad.where)
-		}
-	}
-	for _, f := range []string{"nq_test_1k.jsonl", "hotpotqa_dev.jsonl", "2wikimultihopqa_dev.jsonl", "musique_dev.jsonl"} {
-		qa, err := LoadQA(sharedtest.Path(t, "data", "qa", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(qa) < 1000 || qa[0].Question == "" || len(qa[0].Answers) == 0 {
-			t.Errorf("%s: %d questions, first %+v", f, len(qa), qa[0])
-		}
-	}
-}
-
-func FuzzReadQA(f *testing.F) {
-	f.Add([]byte("{\"id\": \"q1\", \"question\": \"who?\", \"golden_answers\": [\"a\"]}\n"))
-	f.Add([]byte("{\"id\": 1e9, \"question\": \"\", \"golden_answers\": \"x\"}"))
-	f.Add([]byte("{\"question\": null}\n[]\n"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		qa, err := ReadQA(strings.NewReader(string(b)), "fuzz")
-		if err == nil && len(qa) == 0 {
-			t.Fatal("no error and no questions")
-		}
-	})
 }
 
 // rankRetriever answers question "r<R>" with three hits scored 2, 1, 0
@@ -130,14 +79,14 @@ func (rankRetriever) Retrieve(_ context.Context, queries []string, k int) ([][]s
 // Every question's gold at rank 2 makes every E = c_2, so q̂ = c_2, every
 // held-out question keeps 2 passages and is covered; top-3 covers all.
 func TestRunHandComputed(t *testing.T) {
-	qa := make([]QA, 12)
-	for i := range qa {
-		qa[i] = QA{ID: fmt.Sprint(i), Question: "r2", Answers: []string{"gold"}}
+	qs := make([]qa.Record, 12)
+	for i := range qs {
+		qs[i] = qa.Record{ID: fmt.Sprint(i), Question: "r2", Answers: []string{"gold"}}
 	}
 	cfg := DefaultConfig()
 	cfg.APS.Temperature = 1
 	cfg.N, cfg.Alpha, cfg.TopK = 5, 0.2, 3
-	rep, err := Run(context.Background(), rankRetriever{}, qa, ContainsJudge{}, cfg, nil)
+	rep, err := Run(context.Background(), rankRetriever{}, qs, ContainsJudge{}, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,10 +101,10 @@ func TestRunHandComputed(t *testing.T) {
 		t.Errorf("fixed stats %+v", rep.Fixed)
 	}
 	// Gold absent everywhere: E = 1, q̂ = 1, coverage 1 but nothing to keep.
-	for i := range qa {
-		qa[i].Question = "r0"
+	for i := range qs {
+		qs[i].Question = "r0"
 	}
-	rep, err = Run(context.Background(), rankRetriever{}, qa, ContainsJudge{}, cfg, nil)
+	rep, err = Run(context.Background(), rankRetriever{}, qs, ContainsJudge{}, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,15 +112,15 @@ func TestRunHandComputed(t *testing.T) {
 		t.Errorf("no-gold run: %+v", rep)
 	}
 	cfg.GoldOnly = true
-	if _, err := Run(context.Background(), rankRetriever{}, qa, ContainsJudge{}, cfg, nil); err == nil {
+	if _, err := Run(context.Background(), rankRetriever{}, qs, ContainsJudge{}, cfg, nil); err == nil {
 		t.Error("gold-only without any gold: want an error")
 	}
 	// Too few calibration points for α: q̂ = +Inf keeps everything (clamped).
 	cfg.GoldOnly, cfg.N, cfg.Alpha = false, 3, 0.05
-	for i := range qa {
-		qa[i].Question = "r1"
+	for i := range qs {
+		qs[i].Question = "r1"
 	}
-	rep, err = Run(context.Background(), rankRetriever{}, qa, ContainsJudge{}, cfg, nil)
+	rep, err = Run(context.Background(), rankRetriever{}, qs, ContainsJudge{}, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,8 +141,8 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("%+v: want an error", c)
 		}
 	}
-	qa := []QA{{ID: "a", Question: "r1", Answers: []string{"gold"}}}
-	if _, err := Run(context.Background(), rankRetriever{}, qa, ContainsJudge{}, DefaultConfig(), nil); err == nil {
+	qs := []qa.Record{{ID: "a", Question: "r1", Answers: []string{"gold"}}}
+	if _, err := Run(context.Background(), rankRetriever{}, qs, ContainsJudge{}, DefaultConfig(), nil); err == nil {
 		t.Error("n ≥ number of questions: want an error")
 	}
 }
@@ -236,7 +185,7 @@ func bm25Retriever(t *testing.T) search.Retriever {
 // fewer passages.
 func TestRunRealNQ(t *testing.T) {
 	r := bm25Retriever(t)
-	qa, err := LoadQA(sharedtest.Path(t, "data", "qa", "nq_test_1k.jsonl"))
+	qs, err := qa.Load(sharedtest.Path(t, "data", "qa", "nq_test_1k.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +194,7 @@ func TestRunRealNQ(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.TopK, cfg.Alpha, cfg.N, cfg.Seed, cfg.GoldOnly = 20, alpha, 150, 1, true
 		cfg.APS.Temperature = 1
-		rep, err := Run(context.Background(), r, qa, ContainsJudge{}, cfg, nil)
+		rep, err := Run(context.Background(), r, qs, ContainsJudge{}, cfg, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -277,7 +226,7 @@ func TestRunRealNQ(t *testing.T) {
 	// NQ's golds missing from this small corpus, q̂ = 1 for α = 0.2.
 	cfg := DefaultConfig()
 	cfg.TopK, cfg.N, cfg.Test = 20, 150, 300
-	rep, err := Run(context.Background(), r, qa, ContainsJudge{}, cfg, nil)
+	rep, err := Run(context.Background(), r, qs, ContainsJudge{}, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +245,7 @@ func TestRunRealNQ(t *testing.T) {
 // calibration and use by default, the official 20/5 by Candidates.
 func TestRunRealNQPaperTemperature(t *testing.T) {
 	r := bm25Retriever(t)
-	qa, err := LoadQA(sharedtest.Path(t, "data", "qa", "nq_test_1k.jsonl"))
+	qs, err := qa.Load(sharedtest.Path(t, "data", "qa", "nq_test_1k.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +261,7 @@ func TestRunRealNQPaperTemperature(t *testing.T) {
 	} {
 		cfg := DefaultConfig()
 		cfg.TopK, cfg.Candidates, cfg.Alpha, cfg.N, cfg.Seed, cfg.GoldOnly = tc.topk, tc.candidates, tc.alpha, 150, 1, true
-		rep, err := Run(context.Background(), r, qa, ContainsJudge{}, cfg, nil)
+		rep, err := Run(context.Background(), r, qs, ContainsJudge{}, cfg, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

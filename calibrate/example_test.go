@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/cas-engine/cas/calibrate"
+	"github.com/cas-engine/cas/qa"
 	"github.com/cas-engine/cas/search"
 )
 
@@ -13,7 +14,7 @@ func ExampleContainsJudge() {
 		{Doc: search.Doc{Contents: "\"Tombstone\"\nKurt Russell stars as Wyatt Earp."}},
 		{Doc: search.Doc{Contents: "\"Mason Alan Dinehart\"\nDinehart played  Bat\nMasterson."}},
 	}
-	q := calibrate.QA{Question: "who played bat masterson", Answers: []string{"Bat Masterson"}}
+	q := qa.Record{Question: "who played bat masterson", Answers: []string{"Bat Masterson"}}
 	gold, _ := calibrate.ContainsJudge{}.Gold(context.Background(), q, hits)
 	fmt.Println(gold, calibrate.Normalize("  Bat\n Masterson "))
 	// Output: 1 bat masterson

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	"github.com/cas-engine/cas/qa"
 	"github.com/cas-engine/cas/search"
 )
 
@@ -12,7 +13,7 @@ import (
 // The paper uses an LLM judge; ContainsJudge is the official code's
 // fallback. A judge may call a model, hence the context and the error.
 type Judge interface {
-	Gold(ctx context.Context, q QA, hits []search.Hit) (int, error)
+	Gold(ctx context.Context, q qa.Record, hits []search.Hit) (int, error)
 }
 
 // ContainsJudge marks the first hit whose contents contain a gold answer,
@@ -21,7 +22,7 @@ type Judge interface {
 type ContainsJudge struct{}
 
 // Gold implements Judge.
-func (ContainsJudge) Gold(_ context.Context, q QA, hits []search.Hit) (int, error) {
+func (ContainsJudge) Gold(_ context.Context, q qa.Record, hits []search.Hit) (int, error) {
 	answers := make([]string, 0, len(q.Answers))
 	for _, a := range q.Answers {
 		if n := Normalize(a); n != "" {

@@ -98,27 +98,27 @@ const (
 // ACIConfig configures an ACI controller.
 type ACIConfig struct {
 	// Rho is the target error rate ρ ∈ (0, 1).
-	Rho float64 `json:"rho"`
+	Rho float64 `json:"rho" yaml:"rho"`
 	// Gamma is the step size γ > 0.
-	Gamma float64 `json:"gamma"`
+	Gamma float64 `json:"gamma" yaml:"gamma"`
 	// Eta is the weight η ∈ [0, 1] of trajectories scoring above q_t.
-	Eta float64 `json:"eta"`
+	Eta float64 `json:"eta" yaml:"eta"`
 	// Window is the window's size (≥ 1), in iterations or in scores as
 	// WindowUnit says.
-	Window int `json:"window"`
+	Window int `json:"window" yaml:"window"`
 	// WindowUnit: WindowIterations (paper) or WindowScores (code).
-	WindowUnit ACIWindow `json:"window_unit"`
+	WindowUnit ACIWindow `json:"window_unit" yaml:"window_unit"`
 	// Rule is the α update rule.
-	Rule ACIRule `json:"rule"`
+	Rule ACIRule `json:"rule" yaml:"rule"`
 	// Quantile is the rule for q_t = Quantile(window, 1−α_t).
-	Quantile QuantileRule `json:"quantile"`
+	Quantile QuantileRule `json:"quantile" yaml:"quantile"`
 	// Decay is λ ∈ [0, 1) of RuleSmoothed and RuleEMA.
-	Decay float64 `json:"decay"`
+	Decay float64 `json:"decay" yaml:"decay"`
 	// Alpha1 is the initial α₁ ∈ (0, 1); 0 means ρ.
-	Alpha1 float64 `json:"alpha1"`
+	Alpha1 float64 `json:"alpha1" yaml:"alpha1"`
 	// AlphaMin and AlphaMax clip α under RuleEMA (0 ≤ min < max ≤ 1).
-	AlphaMin float64 `json:"alpha_min"`
-	AlphaMax float64 `json:"alpha_max"`
+	AlphaMin float64 `json:"alpha_min" yaml:"alpha_min"`
+	AlphaMax float64 `json:"alpha_max" yaml:"alpha_max"`
 }
 
 // DefaultACIConfig is the paper's setting: ρ = 0.25, γ = 0.005, η = 0.5, a

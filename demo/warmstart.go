@@ -16,6 +16,7 @@ import (
 	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/conformal"
 	"github.com/cas-engine/cas/model/qwen"
+	"github.com/cas-engine/cas/qa"
 	"github.com/cas-engine/cas/search"
 	"github.com/cas-engine/cas/train"
 	"github.com/cas-engine/cas/world"
@@ -98,10 +99,10 @@ func (r *runner) promptIDs(ctx context.Context, d *worldData, qs []world.Questio
 }
 
 // agentQuestions converts world questions for the rollout.
-func agentQuestions(qs []world.Question) []agent.Question {
-	out := make([]agent.Question, len(qs))
+func agentQuestions(qs []world.Question) []qa.Record {
+	out := make([]qa.Record, len(qs))
 	for i, q := range qs {
-		out[i] = agent.Question{ID: q.ID, Text: q.Question, Golds: q.GoldenAnswers}
+		out[i] = qa.Record{ID: q.ID, Question: q.Question, Answers: q.GoldenAnswers}
 	}
 	return out
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/conformal"
 	"github.com/cas-engine/cas/model/qwen"
+	"github.com/cas-engine/cas/qa"
 	"github.com/cas-engine/cas/search"
 )
 
@@ -22,7 +23,7 @@ type BenchInput struct {
 	Policy, Reference *qwen.Model // Reference may be nil when grpo.kl_coef is 0
 	Tokenizer         agent.Tokenizer
 	Retriever         search.Retriever
-	Prompts           []Prompt
+	Prompts           []qa.Record
 	// Bootstrap preloads the ACI window (aci.enabled); it must hold at
 	// least one score.
 	Bootstrap []float64
@@ -48,11 +49,8 @@ func BenchStep(ctx context.Context, cfg *Config, in BenchInput) (StepMetrics, er
 		return StepMetrics{}, errors.New("bench step: grpo.kl_coef needs a reference model")
 	}
 	if cfg.ACI.Enabled {
-		acfg, err := cfg.aciConfig()
-		if err != nil {
-			return StepMetrics{}, err
-		}
-		if t.aci, err = conformal.NewACI(acfg, in.Bootstrap); err != nil {
+		var err error
+		if t.aci, err = conformal.NewACI(cfg.ACI.ACIConfig, in.Bootstrap); err != nil {
 			return StepMetrics{}, fmt.Errorf("bench step: ACI bootstrap: %w", err)
 		}
 	}

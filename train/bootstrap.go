@@ -13,7 +13,7 @@ import (
 	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/conformal"
 	"github.com/cas-engine/cas/model/qwen"
-	"github.com/cas-engine/cas/model/tokenizer"
+	"github.com/cas-engine/cas/qa"
 )
 
 // BootstrapConfig configures the ACI window's bootstrap.
@@ -36,7 +36,7 @@ type BootstrapConfig struct {
 // executed), and the score is the mean NLL of the answer-span tokens under
 // that policy (Eq. 6; the mean over all generated tokens without an answer,
 // conformal.EmptyNLL for an empty generation).
-func BootstrapScores(m *qwen.Model, tok agent.Tokenizer, prompts []Prompt, cfg BootstrapConfig) ([]float64, error) {
+func BootstrapScores(m *qwen.Model, tok agent.Tokenizer, prompts []qa.Record, cfg BootstrapConfig) ([]float64, error) {
 	if len(prompts) == 0 {
 		return nil, errors.New("aci bootstrap: no prompts")
 	}
@@ -46,17 +46,12 @@ func BootstrapScores(m *qwen.Model, tok agent.Tokenizer, prompts []Prompt, cfg B
 	if cfg.Batch <= 0 {
 		cfg.Batch = 16
 	}
-	family := cfg.ChatFamily
-	if family == "" {
-		family = tok.Family()
-	}
 	var bar *progressbar.ProgressBar
 	if cfg.Progress != nil {
 		bar = progressbar.NewOptions(len(prompts), progressbar.OptionSetWriter(cfg.Progress),
 			progressbar.OptionSetDescription("ACI bootstrap"), progressbar.OptionShowCount(),
 			progressbar.OptionSetPredictTime(true), progressbar.OptionClearOnFinish())
 	}
-	no := false
 	opts := qwen.GenerateOptions{
 		MaxNewTokens: cfg.MaxNewTokens, Stop: []string{agent.AnswerClose},
 		Decode: func(ids []int) string { return tok.Decode(ids, false) },
@@ -66,15 +61,10 @@ func BootstrapScores(m *qwen.Model, tok agent.Tokenizer, prompts []Prompt, cfg B
 		batch := prompts[off:min(off+cfg.Batch, len(prompts))]
 		ids := make([][]int, len(batch))
 		for i, p := range batch {
-			msgs, err := agent.PromptMessages(p.Question, cfg.Placement)
-			if err != nil {
+			var err error
+			if ids[i], err = agent.PromptTokens(tok, cfg.ChatFamily, cfg.Placement, p.Question); err != nil {
 				return nil, fmt.Errorf("aci bootstrap: prompt %q: %w", p.ID, err)
 			}
-			text, err := tokenizer.RenderChat(msgs, tokenizer.ChatOptions{Family: family, AddGenerationPrompt: true, EnableThinking: &no})
-			if err != nil {
-				return nil, fmt.Errorf("aci bootstrap: prompt %q: %w", p.ID, err)
-			}
-			ids[i] = tok.Encode(text)
 			if len(ids[i]) == 0 {
 				return nil, fmt.Errorf("aci bootstrap: prompt %q encodes to no tokens", p.ID)
 			}
@@ -90,22 +80,14 @@ func BootstrapScores(m *qwen.Model, tok agent.Tokenizer, prompts []Prompt, cfg B
 			return nil, fmt.Errorf("aci bootstrap: %w", err)
 		}
 		for _, r := range res {
-			scores = append(scores, responseScore(tok, r.IDs, r.LogProbs))
+			lo, hi := agent.AnswerTokens(tok, r.IDs, tok.Decode(r.IDs, true))
+			scores = append(scores, agent.ConfidenceScore[bool](r.LogProbs, nil, [2]int{lo, hi}))
 		}
 		if bar != nil {
 			_ = bar.Add(len(batch))
 		}
 	}
 	return scores, nil
-}
-
-// responseScore is the ACI score of a generated response: the answer-span
-// NLL (the tokens strictly inside the first <answer>…</answer>, found by
-// agent.AnswerTokens as in the rollout), else the mean NLL of all its
-// tokens, EmptyNLL if it is empty.
-func responseScore(tok agent.Tokenizer, ids []int, logps []float32) float64 {
-	lo, hi := agent.AnswerTokens(tok, ids, tok.Decode(ids, true))
-	return conformal.AnswerNLL(logps, [2]int{lo, hi})
 }
 
 // WriteScores writes scores as one JSONL line {"scores": [...]} (the format

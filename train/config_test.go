@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cas-engine/cas/agent"
+	"github.com/cas-engine/cas/conformal"
 )
 
 func TestParseConfigDefaultsAndOverrides(t *testing.T) {
@@ -53,7 +56,7 @@ rollout:
 		{"default eta", cfg.ACI.Eta, 0.5},
 		{"default gamma", cfg.ACI.Gamma, 0.005},
 		{"default window", cfg.ACI.Window, 2000},
-		{"default rule", cfg.ACI.Rule, "smoothed"},
+		{"default rule", cfg.ACI.Rule, conformal.RuleSmoothed},
 		{"default group", cfg.Rollout.GroupSize, 5},
 		{"default prompts", cfg.GRPO.PromptsPerStep, 512},
 		{"default mini-batch", cfg.GRPO.MiniBatchPrompts, 256},
@@ -87,17 +90,52 @@ rollout:
 func TestConfigValidateReportsEverything(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.GRPO.MiniBatchPrompts = 1000
-	cfg.ACI.Rule = "bogus"
-	cfg.Rollout.TurnRule = "sometimes"
+	cfg.ACI.Rule = conformal.ACIRule(7)
+	cfg.Rollout.MaxTurns = 0
 	cfg.Checkpoint.DType = "int8"
 	err := cfg.Validate()
 	if err == nil {
 		t.Fatal("invalid config accepted")
 	}
-	for _, want := range []string{"model.path", "data.train", "retriever", "qhat_file", "mini_batch_prompts", "bogus", "sometimes", "int8"} {
+	for _, want := range []string{"model.path", "data.train", "retriever", "qhat_file", "mini_batch_prompts", "invalid rule", "max turns", "int8"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}
+	}
+}
+
+// TestConfigBadNames: a misspelt setting name (an enum decoded by its
+// UnmarshalText) is reported with its key and its file and line, or its
+// --set flag.
+func TestConfigBadNames(t *testing.T) {
+	cases := []struct {
+		yaml string
+		sets []string
+		want []string
+	}{
+		{"aci:\n  rho: 0.2\n  rule: bogus\n", nil, []string{"line 3", "aci.rule", "bogus"}},
+		{"rollout:\n  turn_rule: sometimes\n", nil, []string{"line 2", "rollout.turn_rule", "sometimes"}},
+		{"rollout:\n  answer_from: policyy\n", nil, []string{"rollout.answer_from", "policyy"}},
+		{"", []string{"rollout.placement=assistant"}, []string{"--set rollout.placement=assistant", "assistant"}},
+		{"", []string{"aci.quantile=median"}, []string{"--set aci.quantile=median", "median"}},
+		{"", []string{"rollout.info_format=xml"}, []string{"--set rollout.info_format=xml", "xml"}},
+		{"", []string{"aci.window_unit=days"}, []string{"--set aci.window_unit=days", "days"}},
+	}
+	for _, c := range cases {
+		_, err := ParseConfig([]byte(c.yaml), c.sets)
+		if err == nil {
+			t.Errorf("%q %v accepted", c.yaml, c.sets)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%q %v: error lacks %q: %v", c.yaml, c.sets, w, err)
+			}
+		}
+	}
+	cfg, err := ParseConfig([]byte("rollout:\n  turn_rule: Code\n  answer_from: text\n"), []string{"aci.rule=EMA"})
+	if err != nil || cfg.Rollout.TurnRule != agent.TurnsCode || cfg.Rollout.Reward.AnswerFrom != agent.AnswerFromText || cfg.ACI.Rule != conformal.RuleEMA {
+		t.Errorf("names: %v %+v", err, cfg)
 	}
 }
 

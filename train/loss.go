@@ -15,11 +15,11 @@ import (
 // LossConfig holds the constants of the GRPO+ACI objective (verl's vanilla
 // policy loss as the official code uses it, plus the ACI weights).
 type LossConfig struct {
-	ClipLow     float64 // ε_low: the ratio is clipped below at 1 − ε_low (0.2)
-	ClipHigh    float64 // ε_high: the ratio is clipped above at 1 + ε_high (0.2)
-	DualClip    float64 // c: for A < 0 the token loss is at most −c·A (3.0); must be > 1
-	KLCoef      float64 // β: weight of the k3 KL to the reference policy (0.001)
-	EntropyCoef float64 // weight of the entropy bonus (0: off, as in the paper)
+	ClipLow     float64 `yaml:"clip_low"`     // ε_low: the ratio is clipped below at 1 − ε_low (0.2)
+	ClipHigh    float64 `yaml:"clip_high"`    // ε_high: the ratio is clipped above at 1 + ε_high (0.2)
+	DualClip    float64 `yaml:"dual_clip"`    // c: for A < 0 the token loss is at most −c·A (3.0); must be > 1
+	KLCoef      float64 `yaml:"kl_coef"`      // β: weight of the k3 KL to the reference policy (0.001)
+	EntropyCoef float64 `yaml:"entropy_coef"` // weight of the entropy bonus (0: off, as in the paper)
 }
 
 // DefaultLossConfig returns the paper's and the code's constants.
@@ -161,6 +161,30 @@ type LossOutputs struct {
 	ClipFrac      *graph.Node // fraction of tokens where the clipped branch won
 	ClipFracLower *graph.Node // fraction of A < 0 tokens where the dual clip bound won
 	ApproxKL      *graph.Node // token-mean of logp_old − logp (verl's ppo_kl)
+}
+
+// nodes lists the outputs in the order of LossTerms' fields.
+func (o LossOutputs) nodes() []*graph.Node {
+	return []*graph.Node{o.Loss, o.PG, o.KL, o.Entropy, o.ClipFrac, o.ClipFracLower, o.ApproxKL}
+}
+
+// LossTerms are LossOutputs evaluated: the objective and its diagnostics
+// as numbers, by name.
+type LossTerms struct {
+	Loss, PG, KL, Entropy, ClipFrac, ClipFracLower, ApproxKL float64
+}
+
+// fields lists the terms in the order of LossOutputs.nodes.
+func (t *LossTerms) fields() []*float64 {
+	return []*float64{&t.Loss, &t.PG, &t.KL, &t.Entropy, &t.ClipFrac, &t.ClipFracLower, &t.ApproxKL}
+}
+
+// add adds u's terms to t's.
+func (t *LossTerms) add(u LossTerms) {
+	uf := u.fields()
+	for k, p := range t.fields() {
+		*p += *uf[k]
+	}
 }
 
 // GRPOLoss builds the CAS training objective (paper Algorithm 1: the

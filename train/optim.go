@@ -15,18 +15,18 @@ import (
 // learning rate after a linear warm-up, and global gradient-norm clipping —
 // verl's actor optimiser as the official code runs it.
 type OptimConfig struct {
-	LR          float64 // peak learning rate (1e-6)
-	WarmupRatio float64 // warm-up length as a fraction of TotalSteps (code: 0.285)
-	WarmupSteps int     // warm-up length in steps; when > 0 it overrides WarmupRatio
-	TotalSteps  int     // optimiser steps of the whole run (for WarmupRatio)
-	WeightDecay float64 // decoupled (AdamW) weight decay, on every parameter (0.01)
-	Beta1       float64 // first-moment decay (0.9)
-	Beta2       float64 // second-moment decay (0.999)
-	Epsilon     float64 // denominator constant (1e-8, PyTorch's)
-	MaxGradNorm float64 // clip the global gradient norm to this (1.0); 0 disables clipping
+	LR          float64 `yaml:"lr"`            // peak learning rate (1e-6)
+	WarmupRatio float64 `yaml:"warmup_ratio"`  // warm-up length as a fraction of TotalSteps (code: 0.285)
+	WarmupSteps int     `yaml:"warmup_steps"`  // warm-up length in steps; when > 0 it overrides WarmupRatio
+	TotalSteps  int     `yaml:"-"`             // optimiser steps of the whole run (for WarmupRatio)
+	WeightDecay float64 `yaml:"weight_decay"`  // decoupled (AdamW) weight decay, on every parameter (0.01)
+	Beta1       float64 `yaml:"beta1"`         // first-moment decay (0.9)
+	Beta2       float64 `yaml:"beta2"`         // second-moment decay (0.999)
+	Epsilon     float64 `yaml:"epsilon"`       // denominator constant (1e-8, PyTorch's)
+	MaxGradNorm float64 `yaml:"max_grad_norm"` // clip the global gradient norm to this (1.0); 0 disables clipping
 	// SkipNonFinite makes a step whose gradient norm is NaN or ±Inf a no-op:
 	// every variable the graph changed keeps its old value (see AdamW).
-	SkipNonFinite bool
+	SkipNonFinite bool `yaml:"-"`
 }
 
 // DefaultOptimConfig returns the paper's/code's optimiser settings; the

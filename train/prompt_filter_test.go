@@ -22,13 +22,10 @@ func TestTrainerDropsLongPrompts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc, err := cfg.rolloutConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rc := cfg.RolloutConfig()
 	lens := make([]int, len(traintest.Questions))
 	for i, q := range traintest.Questions {
-		ids, err := agent.AgentPromptTokens(tok, rc, q.Question)
+		ids, err := agent.PromptTokens(tok, rc.ChatFamily, rc.Placement, q.Question)
 		if err != nil {
 			t.Fatal(err)
 		}

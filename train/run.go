@@ -19,6 +19,7 @@ import (
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/safetensors"
 	"github.com/cas-engine/cas/model/tokenizer"
+	"github.com/cas-engine/cas/qa"
 	"github.com/cas-engine/cas/search"
 )
 
@@ -237,7 +238,7 @@ func newTrainer(cfg *Config, runDir string, opts RunOptions) (*Trainer, error) {
 		return nil, err
 	}
 	t.dtype = safetensors.DType(dt)
-	prompts, err := LoadPrompts(cfg.Data.Train...)
+	prompts, err := qa.Load(cfg.Data.Train...)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("data.train: %w (moved? give its new path with --set data.train=PATH, absolute or relative to the folder of config.yaml)", err)
@@ -265,11 +266,8 @@ func newTrainer(cfg *Config, runDir string, opts RunOptions) (*Trainer, error) {
 // filterLongPrompts drops the prompts whose rendered agent prompt exceeds
 // rollout.max_prompt_tokens (the paper's data filter), in order, and counts
 // them; a resumed run filters the same file the same way.
-func filterLongPrompts(cfg *Config, tok agent.Tokenizer, prompts []Prompt) ([]Prompt, int, error) {
-	rc, err := cfg.rolloutConfig()
-	if err != nil {
-		return nil, 0, err
-	}
+func filterLongPrompts(cfg *Config, tok agent.Tokenizer, prompts []qa.Record) ([]qa.Record, int, error) {
+	rc := cfg.RolloutConfig()
 	qs := make([]string, len(prompts))
 	for i, p := range prompts {
 		qs[i] = p.Question
@@ -278,7 +276,7 @@ func filterLongPrompts(cfg *Config, tok agent.Tokenizer, prompts []Prompt) ([]Pr
 	if err != nil {
 		return nil, 0, fmt.Errorf("data.train: %w", err)
 	}
-	out := make([]Prompt, len(kept))
+	out := make([]qa.Record, len(kept))
 	for i, k := range kept {
 		out[i] = prompts[k]
 	}
@@ -309,11 +307,8 @@ func (t *Trainer) loadReference() error {
 // the bootstrap scores (read from aci.bootstrap, or computed with the
 // untrained policy and saved to the run folder).
 func (t *Trainer) initACI() error {
-	acfg, err := t.cfg.aciConfig()
-	if err != nil {
-		return err
-	}
 	var scores []float64
+	var err error
 	if t.cfg.ACI.Bootstrap != "" {
 		if scores, err = ReadScores(t.cfg.ACI.Bootstrap); err != nil {
 			return err
@@ -326,7 +321,7 @@ func (t *Trainer) initACI() error {
 	if err := WriteScores(filepath.Join(t.dir, ACIBootstrapFile), scores); err != nil {
 		return err
 	}
-	if t.aci, err = conformal.NewACI(acfg, scores); err != nil {
+	if t.aci, err = conformal.NewACI(t.cfg.ACI.ACIConfig, scores); err != nil {
 		return err
 	}
 	t.logf("ACI window bootstrapped with %d scores (next q = %.4g)", len(scores), t.aci.QHat())
@@ -341,14 +336,11 @@ func ComputeBootstrap(cfg *Config, policy *qwen.Model, tok agent.Tokenizer, prog
 	if len(files) == 0 {
 		files = cfg.Data.Train
 	}
-	prompts, err := LoadPrompts(files...)
+	prompts, err := qa.Load(files...)
 	if err != nil {
 		return nil, fmt.Errorf("aci calibration prompts: %w", err)
 	}
-	rc, err := cfg.rolloutConfig()
-	if err != nil {
-		return nil, err
-	}
+	rc := cfg.RolloutConfig()
 	calib := DrawPrompts(prompts, cfg.ACI.CalibPrompts, cfg.Seed)
 	return BootstrapScores(policy, tok, calib, BootstrapConfig{
 		Placement: rc.Placement, ChatFamily: rc.ChatFamily, MaxNewTokens: rc.MaxTurnTokens,
@@ -363,10 +355,7 @@ func (t *Trainer) finish() error {
 	if t.learner, err = NewLearner(t.policy, t.ref, t.aci, lc); err != nil {
 		return err
 	}
-	rc, err := t.cfg.rolloutConfig()
-	if err != nil {
-		return err
-	}
+	rc := t.cfg.RolloutConfig()
 	if t.cfg.APS.Enabled {
 		cal, err := loadAPSChecked(t.cfg.APS.QHatFile, t.cfg.APS.Alpha, t.cfg.APS.Candidates)
 		if err != nil {
@@ -479,10 +468,7 @@ func (t *Trainer) trainStep(ctx context.Context) (StepMetrics, error) {
 		return StepMetrics{}, err
 	}
 	epoch := t.loader.Cursor().Epoch
-	qs := make([]agent.Question, len(prompts))
-	for i, p := range prompts {
-		qs[i] = agent.Question{ID: p.ID, Text: p.Question, Golds: p.Answers}
-	}
+	qs := prompts
 	seed := t.rng.Uint64()
 	chunk := t.cfg.Rollout.BatchPrompts
 	if chunk <= 0 {

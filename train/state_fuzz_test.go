@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cas-engine/cas/qa"
 )
 
 // FuzzReadTrainerState: any trainer_state.json gives a state that resumes
@@ -19,7 +21,7 @@ func FuzzReadTrainerState(f *testing.F) {
 		`{"version":1,"data":{"pos":9223372036854775807},"rng":"` + b64(rng) + `"}`, `{"version":1,"rng":"AAAA"}`, `[]`, `{`, ``} {
 		f.Add([]byte(s))
 	}
-	prompts := []Prompt{{ID: "a", Question: "q", Answers: []string{"x"}}, {ID: "b", Question: "r", Answers: []string{"y"}}}
+	prompts := []qa.Record{{ID: "a", Question: "q", Answers: []string{"x"}}, {ID: "b", Question: "r", Answers: []string{"y"}}}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		dir := t.TempDir()
 		path := filepath.Join(dir, TrainerStateFile)

@@ -3,6 +3,7 @@ package train
 import (
 	"errors"
 	"fmt"
+	"github.com/cas-engine/cas/agent"
 	"math"
 	"time"
 
@@ -155,7 +156,8 @@ func (l *Learner) Policy() *qwen.Model { return l.policy }
 // to the accumulators. Inputs: ids, attention mask [B, T] int32, loss mask,
 // old log-probs [B, T] float32, advantages, ω [B], the mini-batch token count
 // (scalar), and the reference log-probs [B, T] when the KL is on. Outputs
-// the loss terms as this micro-batch's share of the mini-batch token-means.
+// the loss terms (LossOutputs.nodes) as this micro-batch's share of the
+// mini-batch token-means.
 func (l *Learner) microGraph(ctx *context.Context, in []*graph.Node) []*graph.Node {
 	ids, attn, mask, old, adv, omega, count := in[0], in[1], in[2], in[3], in[4], in[5], in[6]
 	acc := l.acc.begin(ids.Graph())
@@ -170,14 +172,14 @@ func (l *Learner) microGraph(ctx *context.Context, in []*graph.Node) []*graph.No
 		Advantages: adv, Omega: omega, Entropy: ent, TokenCount: count,
 	}, l.cfg.Loss)
 	l.acc.add(ctx, acc, out.Loss)
-	return []*graph.Node{out.Loss, out.PG, out.KL, out.Entropy, out.ClipFrac, out.ClipFracLower, out.ApproxKL}
+	return out.nodes()
 }
 
 // StepResult reports one learner step.
 type StepResult struct {
-	// Loss terms, averaged over the optimiser steps (mini-batches × epochs);
-	// each is a token-mean over its mini-batch.
-	Loss, PG, KL, Entropy, ClipFrac, ClipFracLower, ApproxKL float64
+	// LossTerms are averaged over the optimiser steps (mini-batches ×
+	// epochs); each is a token-mean over its mini-batch.
+	LossTerms
 	// GradNorm is the mean global gradient norm before clipping; LR the
 	// learning rate of the last optimiser step.
 	GradNorm, LR float64
@@ -254,7 +256,7 @@ func (l *Learner) Step(trajs []Trajectory) (*StepResult, error) {
 	// ACI: scores under the rollout policy → q_t, err_t, ω, α update.
 	res.Scores = make([]float64, len(trajs))
 	for i := range trajs {
-		res.Scores[i] = trajs[i].ConfidenceScore(old[i])
+		res.Scores[i] = agent.ConfidenceScore(old[i], trajs[i].LossMask, trajs[i].AnswerSpan)
 		if math.IsNaN(res.Scores[i]) || math.IsInf(res.Scores[i], 0) {
 			return nil, fmt.Errorf("learner step: trajectory %d: ACI score (answer-span NLL under the rollout policy) is %v: %w", i, res.Scores[i], ErrNonFinite)
 		}
@@ -303,7 +305,7 @@ func (l *Learner) Step(trajs []Trajectory) (*StepResult, error) {
 			for _, i := range members {
 				count += trajs[i].PolicyTokens()
 			}
-			var terms [7]float64
+			var terms LossTerms
 			for off := 0; off < len(members); off += l.cfg.MicroBatch {
 				idx := members[off:min(off+l.cfg.MicroBatch, len(members))]
 				p := packRows(trajs, idx, l.cfg.MicroBatch)
@@ -327,36 +329,30 @@ func (l *Learner) Step(trajs []Trajectory) (*StepResult, error) {
 				if err != nil {
 					return nil, err
 				}
-				for k, v := range vals {
-					terms[k] += v
+				for k, p := range terms.fields() {
+					*p += vals[k]
 				}
 			}
-			if !isFinite(terms[0]) {
+			if !isFinite(terms.Loss) {
 				if err := l.acc.zero(); err != nil {
 					return nil, errors.Join(err, fmt.Errorf("learner step: epoch %d mini-batch %d: loss is %v (pg %v, kl %v): %w",
-						epoch+1, mb+1, terms[0], terms[1], terms[2], ErrNonFinite))
+						epoch+1, mb+1, terms.Loss, terms.PG, terms.KL, ErrNonFinite))
 				}
 				return nil, fmt.Errorf("learner step: epoch %d mini-batch %d: loss is %v (pg %v, kl %v); no update applied: %w",
-					epoch+1, mb+1, terms[0], terms[1], terms[2], ErrNonFinite)
+					epoch+1, mb+1, terms.Loss, terms.PG, terms.KL, ErrNonFinite)
 			}
 			norm, lr, err := l.acc.apply()
 			if err != nil {
 				return nil, fmt.Errorf("learner step: epoch %d mini-batch %d: %w", epoch+1, mb+1, err)
 			}
-			res.Loss += terms[0]
-			res.PG += terms[1]
-			res.KL += terms[2]
-			res.Entropy += terms[3]
-			res.ClipFrac += terms[4]
-			res.ClipFracLower += terms[5]
-			res.ApproxKL += terms[6]
+			res.add(terms)
 			res.GradNorm += norm
 			res.LR = lr
 			res.OptimizerSteps++
 		}
 	}
 	n := float64(res.OptimizerSteps)
-	for _, p := range []*float64{&res.Loss, &res.PG, &res.KL, &res.Entropy, &res.ClipFrac, &res.ClipFracLower, &res.ApproxKL, &res.GradNorm} {
+	for _, p := range append(res.fields(), &res.GradNorm) {
 		*p /= n
 	}
 	res.UpdateTime = time.Since(upd)

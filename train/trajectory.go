@@ -3,8 +3,6 @@ package train
 import (
 	"fmt"
 	"math"
-
-	"github.com/cas-engine/cas/conformal"
 )
 
 // Trajectory is one sampled search-agent episode as the learner consumes it:
@@ -79,37 +77,4 @@ func (t *Trajectory) validate(vocab int, needOld bool) error {
 		}
 	}
 	return nil
-}
-
-// ConfidenceScore is the ACI non-conformity score of the trajectory (paper
-// Eq. 6; conformal.AnswerNLL): the mean negative log-likelihood under the
-// rollout policy of the tokens of the first answer's content,
-//
-//	s = −(1/|A|) Σ_{j∈A} log π_old(y_j | y_<j),
-//
-// given the response log-probs logp (one per response token). Only
-// policy-generated tokens count: without an answer span the mean runs over
-// the generated tokens (never over retrieved ones), and a trajectory with
-// none scores conformal.EmptyNLL.
-func (t *Trajectory) ConfidenceScore(logp []float32) float64 {
-	gen := make([]float32, 0, len(t.LossMask))
-	span := [2]int{0, 0}
-	for j, m := range t.LossMask {
-		if j == t.AnswerSpan[0] {
-			span[0] = len(gen)
-		}
-		if j == t.AnswerSpan[1] {
-			span[1] = len(gen)
-		}
-		if m {
-			gen = append(gen, logp[j])
-		}
-	}
-	if t.AnswerSpan[1] >= len(t.LossMask) {
-		span[1] = len(gen)
-	}
-	if t.AnswerSpan[0] >= t.AnswerSpan[1] || t.AnswerSpan[0] >= len(t.LossMask) {
-		span = [2]int{0, 0}
-	}
-	return conformal.AnswerNLL(gen, span)
 }

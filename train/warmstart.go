@@ -19,7 +19,6 @@ import (
 
 	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/model/qwen"
-	"github.com/cas-engine/cas/model/tokenizer"
 )
 
 // WarmStartConfig configures the supervised warm start.
@@ -255,10 +254,6 @@ func LoadSupervised(path string, tok agent.Tokenizer, placement agent.Placement,
 		return nil, fmt.Errorf("load %s: %w", path, err)
 	}
 	defer f.Close()
-	if family == "" {
-		family = tok.Family()
-	}
-	no := false
 	br := bufio.NewReaderSize(f, 1<<16)
 	var out []Trajectory
 	for line := 1; ; line++ {
@@ -271,15 +266,11 @@ func LoadSupervised(path string, tok agent.Tokenizer, placement agent.Placement,
 			if err := json.Unmarshal(t, &l); err != nil {
 				return nil, fmt.Errorf("%s:%d: malformed JSON: %w", path, line, err)
 			}
-			msgs, err := agent.PromptMessages(l.Question, placement)
+			prompt, err := agent.PromptTokens(tok, family, placement, l.Question)
 			if err != nil {
 				return nil, fmt.Errorf("%s:%d: %w", path, line, err)
 			}
-			text, err := tokenizer.RenderChat(msgs, tokenizer.ChatOptions{Family: family, AddGenerationPrompt: true, EnableThinking: &no})
-			if err != nil {
-				return nil, fmt.Errorf("%s:%d: %w", path, line, err)
-			}
-			ex, err := SupervisedExample(tok.Encode, tok.Encode(text), l.Response, eos)
+			ex, err := SupervisedExample(tok.Encode, prompt, l.Response, eos)
 			if err != nil {
 				return nil, fmt.Errorf("%s:%d: %w", path, line, err)
 			}

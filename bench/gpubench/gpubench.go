@@ -34,6 +34,7 @@ import (
 	"github.com/cas-engine/cas/bench/cpubench"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/tokenizer"
+	"github.com/cas-engine/cas/qa"
 	"github.com/cas-engine/cas/search"
 	"github.com/cas-engine/cas/train"
 	"github.com/cas-engine/cas/world"
@@ -342,7 +343,7 @@ func worldTokenizer(w *world.World, dir string) (string, error) {
 // worldRetriever writes the small synthetic world's corpus under dir,
 // builds its BM25 index, and returns the world, the retriever and the
 // train split's questions as prompts.
-func worldRetriever(ctx context.Context, dir string, seed uint64) (*world.World, search.ClosableRetriever, []train.Prompt, error) {
+func worldRetriever(ctx context.Context, dir string, seed uint64) (*world.World, search.ClosableRetriever, []qa.Record, error) {
 	w, err := world.Generate(world.SmallConfig(seed))
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("world: %w", err)
@@ -367,9 +368,9 @@ func worldRetriever(ctx context.Context, dir string, seed uint64) (*world.World,
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("open %s: %w", index, err)
 	}
-	var prompts []train.Prompt
+	var prompts []qa.Record
 	for _, q := range w.Splits[world.Train] {
-		prompts = append(prompts, train.Prompt{ID: q.ID, Question: q.Question, Answers: q.GoldenAnswers})
+		prompts = append(prompts, qa.Record{ID: q.ID, Question: q.Question, Answers: q.GoldenAnswers})
 	}
 	return w, r, prompts, nil
 }

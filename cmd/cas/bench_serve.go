@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/cas-engine/cas/bench"
-	"github.com/cas-engine/cas/calibrate"
+	"github.com/cas-engine/cas/qa"
 	"github.com/cas-engine/cas/search"
 	"github.com/spf13/cobra"
 )
@@ -50,12 +50,12 @@ wiki-18 passages) is built in a temporary directory first.`,
 			if qaPath == "" {
 				return errors.New("--qa is required (or set CAS_SHARED)")
 			}
-			qa, err := calibrate.LoadQA(qaPath)
+			qs, err := qa.Load(qaPath)
 			if err != nil {
 				return err
 			}
-			queries := make([]string, len(qa))
-			for i, q := range qa {
+			queries := make([]string, len(qs))
+			for i, q := range qs {
 				queries[i] = q.Question
 			}
 			if dir == "" {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cas-engine/cas/calibrate"
 	"github.com/cas-engine/cas/conformal"
+	"github.com/cas-engine/cas/qa"
 	"github.com/cas-engine/cas/search"
 	"github.com/spf13/cobra"
 )
@@ -83,7 +84,7 @@ conditional on retrieval success).`,
 			if (dir == "") == (server == "") {
 				return errors.New("give exactly one of --index DIR and --retriever URL")
 			}
-			qa, err := calibrate.LoadQA(qaPath)
+			qs, err := qa.Load(qaPath)
 			if err != nil {
 				return err
 			}
@@ -103,7 +104,7 @@ conditional on retrieval success).`,
 			if !noProgress {
 				progress = progressOut(cmd.ErrOrStderr())
 			}
-			rep, err := calibrate.Run(cmd.Context(), r, qa, calibrate.ContainsJudge{}, cfg, progress)
+			rep, err := calibrate.Run(cmd.Context(), r, qs, calibrate.ContainsJudge{}, cfg, progress)
 			if err != nil {
 				return fmt.Errorf("calibrate on %s: %w", qaPath, err)
 			}

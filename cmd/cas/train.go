@@ -18,6 +18,7 @@ import (
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/safetensors"
 	"github.com/cas-engine/cas/model/tokenizer"
+	"github.com/cas-engine/cas/qa"
 	"github.com/cas-engine/cas/search"
 	"github.com/cas-engine/cas/train"
 )
@@ -224,7 +225,7 @@ named data sources (Search-R1's data_source: nq, triviaqa, popqa, hotpotqa,
 with --seed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ps, err := train.LoadPrompts(ins...)
+			ps, err := qa.Load(ins...)
 			if err != nil {
 				return err
 			}

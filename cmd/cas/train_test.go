@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cas-engine/cas/internal/sharedtest"
+	"github.com/cas-engine/cas/qa"
 	"github.com/cas-engine/cas/train"
 	"github.com/cas-engine/cas/train/traintest"
 )
@@ -73,7 +74,7 @@ checkpoint: {every: 1, keep: 2}
 	if stdout, _, err := runCas(t, "train", "export-prompts", "--in", fx.Questions, "--out", exported, "--limit", "3"); err != nil || !strings.Contains(stdout, "3 prompts") {
 		t.Fatalf("export-prompts: %v %s", err, stdout)
 	}
-	if ps, err := train.LoadPrompts(exported); err != nil || len(ps) != 3 || ps[0].Answers[0] != "Paris" {
+	if ps, err := qa.Load(exported); err != nil || len(ps) != 3 || ps[0].Answers[0] != "Paris" {
 		t.Fatalf("exported prompts: %v", err)
 	}
 

@@ -1,4 +1,4 @@
-package train
+package qa
 
 import (
 	"bytes"
@@ -28,17 +28,17 @@ func searchR1ParquetBytes(t testing.TB) []byte {
 	return buf.Bytes()
 }
 
-// TestReadPromptsParquetBitFlips flips one bit in every byte of a valid
+// TestReadParquetBitFlips flips one bit in every byte of a valid
 // parquet file (bit i mod 8 of byte i): no mutant may panic, and every
 // failure names the file. parquet-go panics on some of them (a page index
 // sliced past its end); those come back as *guard.CorruptError.
-func TestReadPromptsParquetBitFlips(t *testing.T) {
+func TestReadParquetBitFlips(t *testing.T) {
 	orig := searchR1ParquetBytes(t)
 	var failed, recovered int
 	for i := range orig {
 		b := bytes.Clone(orig)
 		b[i] ^= 1 << (i % 8)
-		_, err := ReadPromptsParquet(bytes.NewReader(b), int64(len(b)), "mutant.parquet")
+		_, err := ReadParquet(bytes.NewReader(b), int64(len(b)), "mutant.parquet")
 		if err == nil {
 			continue
 		}
@@ -56,15 +56,15 @@ func TestReadPromptsParquetBitFlips(t *testing.T) {
 	}
 }
 
-// FuzzReadPromptsParquet: any bytes give prompts or an error naming the
+// FuzzReadParquet: any bytes give prompts or an error naming the
 // file, never a panic.
-func FuzzReadPromptsParquet(f *testing.F) {
+func FuzzReadParquet(f *testing.F) {
 	orig := searchR1ParquetBytes(f)
 	f.Add(orig)
 	f.Add(orig[:len(orig)/2])
 	f.Add([]byte("PAR1PAR1"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		ps, err := ReadPromptsParquet(bytes.NewReader(b), int64(len(b)), "fuzz.parquet")
+		ps, err := ReadParquet(bytes.NewReader(b), int64(len(b)), "fuzz.parquet")
 		if err != nil {
 			if !strings.Contains(err.Error(), "fuzz.parquet") {
 				t.Fatalf("error %q does not name the file", err)
