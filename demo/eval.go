@@ -36,6 +36,18 @@ type EvalResult struct {
 	SearchCalls   float64 `json:"search_calls"`
 	DocsPerSearch float64 `json:"docs_per_search"`
 	Coverage      float64 `json:"coverage"`
+	// Redundant is the mean number of redundant searches per question
+	// (agent.RedundantSearches: a repeated query, or only passages already
+	// shown); TwoHopTwoSearches the share of two-hop questions answered
+	// after at least two searches (one per hop, as the bridge needs).
+	Redundant         float64 `json:"redundant_searches"`
+	TwoHopTwoSearches float64 `json:"two_hop_two_searches"`
+	// Reliability bins the answer-span NLL against EM (5 equal-count
+	// bins) and ECE is its expected calibration error (Reliability);
+	// Outcomes are the per-question records they come from.
+	Reliability []ReliabilityBin  `json:"reliability,omitempty"`
+	ECE         float64           `json:"ece"`
+	Outcomes    []QuestionOutcome `json:"outcomes,omitempty"`
 	// FormatValid is the rate of responses that follow the grammar;
 	// Reward the mean reward of Eq. 5; Tokens the mean response length.
 	FormatValid float64  `json:"format_valid"`
@@ -130,14 +142,14 @@ func (r *runner) runEval(ctx context.Context, d *worldData, s evalSpec) (EvalRes
 	}
 	summarize(&res, qs, trajs)
 	res.Seconds = time.Since(start).Seconds()
-	r.logf("  eval %s (%s): EM %.3f (single-hop %.3f, two-hop %.3f), %.2f searches, %.2f docs/search, format-valid %.2f",
-		s.name, res.Retrieval, res.EM, res.EMSingle, res.EMTwoHop, res.SearchCalls, res.DocsPerSearch, res.FormatValid)
+	r.logf("  eval %s (%s): EM %.3f (single-hop %.3f, two-hop %.3f), %.2f searches (%.2f redundant; two-hop with 2+ searches %.2f), %.2f docs/search, format-valid %.2f, ECE %.3f",
+		s.name, res.Retrieval, res.EM, res.EMSingle, res.EMTwoHop, res.SearchCalls, res.Redundant, res.TwoHopTwoSearches, res.DocsPerSearch, res.FormatValid, res.ECE)
 	return res, nil
 }
 
 // summarize fills the metrics of res from one trajectory per question.
 func summarize(res *EvalResult, qs []world.Question, trajs []*agent.Trajectory) {
-	var em, emS, emT, valid, searches, docs, covered int
+	var em, emS, emT, valid, searches, docs, covered, redundant, chained int
 	var reward, tokens float64
 	for i, t := range trajs {
 		q := qs[i]
@@ -162,6 +174,12 @@ func summarize(res *EvalResult, qs []world.Question, trajs []*agent.Trajectory) 
 		}
 		if t.Outcome.Valid {
 			valid++
+		}
+		o := outcomeOf(q, t)
+		res.Outcomes = append(res.Outcomes, o)
+		redundant += o.Redundant
+		if q.Hops > 1 && o.Searches >= 2 {
+			chained++
 		}
 		reward += t.Outcome.Reward
 		tokens += float64(len(t.IDs) - t.PromptLen)
@@ -190,7 +208,14 @@ func summarize(res *EvalResult, qs []world.Question, trajs []*agent.Trajectory) 
 	res.SearchCalls = float64(searches) / n
 	res.DocsPerSearch = ratio(docs, searches)
 	res.Coverage = ratio(covered, searches)
+	res.Redundant = float64(redundant) / n
+	res.TwoHopTwoSearches = ratio(chained, res.TwoHop)
+	res.Reliability, res.ECE = Reliability(res.Outcomes, reliabilityBins)
 }
+
+// reliabilityBins is the number of NLL bins of an evaluation's
+// reliability table.
+const reliabilityBins = 5
 
 func ratio(a, b int) float64 {
 	if b == 0 {
