@@ -169,3 +169,68 @@ func TestMeasurePlotsAndReport(t *testing.T) {
 		}
 	}
 }
+
+func TestAblationDifferences(t *testing.T) {
+	cfg := QuickConfig(1)
+	cfg.Variants = DemoVariants()
+	// EM per seed: warm start, CAS (clearly above the warm start), −ACI
+	// (noisy around CAS), −APS (clearly below).
+	ems := map[string][]float64{EvalNoRetrieval: {0, 0, 0}, EvalWarmStart: {0.30, 0.32, 0.31},
+		VariantCAS: {0.40, 0.43, 0.41}, VariantNoACI: {0.45, 0.40, 0.42}, VariantNoAPS: {0.30, 0.33, 0.31}}
+	var results []*Result
+	for s := range 3 {
+		r := &Result{Config: cfg, APS: map[string]APSReport{}, Metrics: map[string][]train.StepMetrics{}}
+		for _, n := range append([]string{EvalNoRetrieval, EvalWarmStart}, variantNames(cfg)...) {
+			r.Evals = append(r.Evals, EvalResult{Name: n, EM: ems[n][s], Questions: 100})
+		}
+		r.Metrics[VariantCAS] = []train.StepMetrics{{Step: 1, LowConfidence: 0.5, AlphaNext: 0.2}, {Step: 2, LowConfidence: 0.3, AlphaNext: 0.21}}
+		results = append(results, r)
+	}
+	ab := Tabulate(results)
+	ab.Seeds = []uint64{1, 2, 3}
+	rows := map[string]AblationRow{}
+	for _, r := range ab.Table3 {
+		rows[r.Name] = r
+	}
+	cas := rows[VariantCAS]
+	if cas.VsWarm == nil || !cas.VsWarm.Paired || !cas.VsWarm.Significant || math.Abs(cas.VsWarm.Mean-0.1033333) > 1e-6 {
+		t.Errorf("CAS vs warm start: %+v", cas.VsWarm)
+	}
+	// d = (0.05, −0.03, 0.01): mean 0.01, std 0.04, SE 0.04/√3 ≈ 0.0231.
+	if d := rows[VariantNoACI].VsDefault; d == nil || d.Significant || math.Abs(d.Mean-0.01) > 1e-12 || math.Abs(d.StdErr-0.04/math.Sqrt(3)) > 1e-12 {
+		t.Errorf("−ACI vs CAS: %+v", d)
+	}
+	if d := rows[VariantNoAPS].VsDefault; d == nil || !d.Significant || d.Mean > -0.09 {
+		t.Errorf("−APS vs CAS: %+v", d)
+	}
+	if rows[EvalWarmStart].VsDefault != nil || cas.VsDefault != nil {
+		t.Errorf("baseline rows are not compared with the default")
+	}
+	if math.Abs(cas.LowConf.Mean-0.4) > 1e-12 || cas.AlphaLast.Mean != 0.21 || len(rows[VariantNoACI].LowConf.Runs) != 0 {
+		t.Errorf("ACI columns: %+v %+v", cas.LowConf, cas.AlphaLast)
+	}
+	md := ab.Markdown()
+	for _, want := range []string{"0.400, 0.430, 0.410", "exceeds twice its standard error: better",
+		"−ACI: GRPO + APS against CAS: GRPO + APS + ACI: EM +0.010 ± 0.023 (paired over seeds) — does not exceed", "exceeds twice its standard error: worse"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	// One seed: the binomial standard error of two evaluations of 100.
+	one := Tabulate(results[:1])
+	for _, r := range one.Table3 {
+		if r.Name == VariantNoAPS {
+			want := math.Hypot(EMStdErr(0.30, 100), EMStdErr(0.40, 100))
+			if r.VsDefault.Paired || math.Abs(r.VsDefault.StdErr-want) > 1e-12 || r.VsDefault.Significant { // 0.10 < 2 × 0.067
+				t.Errorf("one seed: %+v (want SE %.4f)", r.VsDefault, want)
+			}
+		}
+	}
+	path := filepath.Join(t.TempDir(), AblationPNG)
+	if err := ab.Plot(path); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(path); err != nil || st.Size() < 1000 {
+		t.Errorf("plot: %v", err)
+	}
+}
