@@ -48,51 +48,21 @@ type WarmReport struct {
 	APSGoldCovered float64   `json:"aps_gold_covered"`
 }
 
-// recordPolicy is an agent.Policy that ends every row at once: running a
-// rollout with it yields the exact prompt ids the rollout renders, which
-// the warm start's examples must share with the later rollouts.
-type recordPolicy struct{ vocab, maxCtx, eos int }
-
-func (p recordPolicy) NewSession(batch, capacity int, seed uint64) (agent.Session, error) {
-	return recordSession{eos: p.eos}, nil
-}
-func (p recordPolicy) MaxContext() int { return p.maxCtx }
-func (p recordPolicy) VocabSize() int  { return p.vocab }
-
-type recordSession struct{ eos int }
-
-func (recordSession) Append([][]int) error { return nil }
-func (s recordSession) Generate(_ qwen.GenerateOptions, active []bool) ([]qwen.Result, error) {
-	out := make([]qwen.Result, len(active))
-	for i, a := range active {
-		if a {
-			out[i] = qwen.Result{IDs: []int{s.eos}, LogProbs: []float32{0}, Finish: qwen.FinishEOS}
-		}
-	}
-	return out, nil
-}
-func (recordSession) Close() {}
-
-// promptIDs renders the rollout prompts of questions in mode.
+// promptIDs renders the rollout prompts of questions in mode
+// (agent.PromptTokens: the ids a rollout of that mode starts from, which
+// the warm start's examples must share with the later rollouts).
 func (r *runner) promptIDs(ctx context.Context, d *worldData, qs []world.Question, mode agent.Mode) ([][]int, error) {
 	rc := r.rolloutConfig(mode, 0)
-	rc.CompactBelow = 0
-	ret := search.Retriever(d.retriever)
-	if mode == agent.ModeDirect {
-		ret = nil
-	}
-	run, err := agent.NewRunner(recordPolicy{vocab: d.tok.VocabSize(), maxCtx: r.cfg.Model.MaxPositions, eos: d.eos}, d.tok, ret, rc)
-	if err != nil {
-		return nil, err
-	}
-	aqs := agentQuestions(qs)
-	ts, err := run.Run(ctx, aqs, 1, 0)
-	if err != nil {
-		return nil, fmt.Errorf("render prompts: %w", err)
-	}
-	out := make([][]int, len(ts))
-	for i, t := range ts {
-		out[i] = t.IDs[:t.PromptLen]
+	out := make([][]int, len(qs))
+	for i, q := range qs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		ids, err := agent.PromptTokens(d.tok, rc, q.Question)
+		if err != nil {
+			return nil, fmt.Errorf("render the prompt of question %s: %w", q.ID, err)
+		}
+		out[i] = ids
 	}
 	return out, nil
 }
