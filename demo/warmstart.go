@@ -246,7 +246,7 @@ func (r *runner) warmStart(ctx context.Context, d *worldData, aps APSReport) (*W
 		if err := writeJSON(reportPath, rep); err != nil {
 			return err
 		}
-		if err := s.clear(); err != nil {
+		if err := s.Clear(); err != nil {
 			return err
 		}
 		return os.RemoveAll(saver.root)
@@ -278,7 +278,7 @@ type warmRun struct {
 // committed save; rep carries the examples' statistics in and the report
 // out. It returns the trained policy (its final save committed) and the
 // trainer holding its optimiser.
-func (wr *warmRun) train(ctx context.Context, examples []train.Trajectory, rep *WarmReport) (*qwen.Model, *sft, error) {
+func (wr *warmRun) train(ctx context.Context, examples []train.Trajectory, rep *WarmReport) (*qwen.Model, *train.SFT, error) {
 	w := wr.w
 	dir, st, resumed, err := wr.saver.latest()
 	if err != nil {
@@ -301,20 +301,19 @@ func (wr *warmRun) train(ctx context.Context, examples []train.Trajectory, rep *
 		rep.APSMeanKept, 100*rep.APSGoldCovered, rep.Dropped, w.Steps, w.Batch)
 	oc := train.OptimConfig{LR: w.LR, WarmupSteps: w.Warmup, TotalSteps: w.Steps, WeightDecay: 0.01,
 		Beta1: 0.9, Beta2: 0.98, Epsilon: 1e-8, MaxGradNorm: 1, SkipNonFinite: true}
-	s, err := newSFT(policy, oc, w.Batch, wr.seed)
+	s, err := train.NewSFT(policy, oc, w.Batch, wr.seed, w.EnvWeight)
 	if err != nil {
 		return nil, nil, err
 	}
 	if resumed {
-		if err := s.restore(st.SFT, len(examples)); err != nil {
+		if err := s.Restore(st.SFT, len(examples)); err != nil {
 			return nil, nil, fmt.Errorf("warm save %s: %w", dir, err)
 		}
 	}
-	s.envWeight = w.EnvWeight
 	every := max(1, w.Steps/w.Chunks)
 	saved := rep.Steps
 	save := func() error {
-		sst, err := s.state()
+		sst, err := s.State()
 		if err != nil {
 			return err
 		}
@@ -341,7 +340,7 @@ func (wr *warmRun) train(ctx context.Context, examples []train.Trajectory, rep *
 		if float64(rep.Steps) >= w.AnnealFrom*float64(w.Steps) {
 			lr *= w.AnnealFactor
 		}
-		loss, tokens, pol, err := s.step(examples, lr)
+		loss, tokens, pol, err := s.Step(examples, lr)
 		if err != nil {
 			return nil, nil, fmt.Errorf("warm start step %d: %w", rep.Steps+1, err)
 		}
