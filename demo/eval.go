@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/cas-engine/cas/agent"
+	"github.com/cas-engine/cas/bench"
+	"github.com/cas-engine/cas/calibrate"
 	"github.com/cas-engine/cas/conformal"
 	"github.com/cas-engine/cas/search"
 	"github.com/cas-engine/cas/world"
@@ -126,19 +128,20 @@ func (r *runner) runEval(ctx context.Context, d *worldData, s evalSpec) (EvalRes
 		return res, err
 	}
 	qs := r.evalQuestions(d)
-	if r.opts.Progress != nil {
-		bar := newBar(r.opts.Progress, len(qs), "eval "+s.name)
-		run.OnDone = func(*agent.Trajectory) { _ = bar.Add(1) }
-		defer bar.Finish()
+	byID := make(map[string]*agent.Trajectory, len(qs))
+	run.OnDone = func(t *agent.Trajectory) { byID[t.QuestionID] = t }
+	set := bench.Dataset{Name: "test", Path: "test split", Questions: make([]calibrate.QA, len(qs))}
+	for i, q := range qs {
+		set.Questions[i] = calibrate.QA{ID: q.ID, Question: q.Question, Answers: q.GoldenAnswers}
 	}
-	var trajs []*agent.Trajectory
-	for off := 0; off < len(qs); off += r.cfg.Eval.Batch {
-		batch := qs[off:min(off+r.cfg.Eval.Batch, len(qs))]
-		ts, err := run.Run(ctx, agentQuestions(batch), 1, r.cfg.Seed+uint64(off))
-		if err != nil {
-			return res, fmt.Errorf("eval %s: %w", s.name, err)
+	if _, err := bench.Eval(ctx, run, []bench.Dataset{set}, bench.EvalOptions{Batch: r.cfg.Eval.Batch, Model: s.model, Retrieval: res.Retrieval, Progress: r.opts.Progress}, nil); err != nil {
+		return res, fmt.Errorf("eval %s: %w", s.name, err)
+	}
+	trajs := make([]*agent.Trajectory, len(qs))
+	for i, q := range qs {
+		if trajs[i] = byID[q.ID]; trajs[i] == nil {
+			return res, fmt.Errorf("eval %s: no trajectory for question %s", s.name, q.ID)
 		}
-		trajs = append(trajs, ts...)
 	}
 	summarize(&res, qs, trajs)
 	res.Seconds = time.Since(start).Seconds()
