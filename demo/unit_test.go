@@ -13,7 +13,6 @@ import (
 	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/conformal"
 	"github.com/cas-engine/cas/model/tokenizer"
-	"github.com/cas-engine/cas/search"
 	"github.com/cas-engine/cas/world"
 )
 
@@ -165,50 +164,6 @@ func TestCoverageBound(t *testing.T) {
 		if got := CoverageBound(c.alpha, c.n); math.Abs(got-c.want) > 1e-12 {
 			t.Errorf("CoverageBound(%g, %d) = %g, want %g", c.alpha, c.n, got, c.want)
 		}
-	}
-}
-
-// TestCalibrateLevel: on synthetic queries whose gold sits at rank 1, 2 or
-// is missing, q̂ is the conformal quantile of E = c_r and the test
-// statistics count what they claim.
-func TestCalibrateLevel(t *testing.T) {
-	cfg := QuickConfig(1)
-	cfg.APS.Temperature = 1
-	hit := func(id string, s float32) search.Hit { return search.Hit{Doc: search.Doc{ID: id}, Score: s} }
-	mk := func(gold string) ([]search.Hit, hopQuery) {
-		hits := []search.Hit{hit("a", 10), hit("b", 9), hit("c", 5), hit("d", 4), hit("e", 3), hit("f", 1)}
-		return hits, hopQuery{query: gold, gold: map[string]bool{gold: true}}
-	}
-	var cal, test []hopQuery
-	var calHits, testHits [][]search.Hit
-	for i := range 20 {
-		g := "a"
-		switch {
-		case i%5 == 3:
-			g = "b"
-		case i%10 == 9:
-			g = "z" // not retrieved
-		}
-		h, q := mk(g)
-		cal, calHits = append(cal, q), append(calHits, h)
-		test, testHits = append(test, q), append(testHits, h)
-	}
-	rep, err := calibrateLevel(cfg, 0.2, cal, calHits, test, testHits)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// p over scores (10, 9, 5, 4, 3, 1) at T = 1: c_1 ≈ 0.7275, c_2 ≈ 0.9951.
-	// E: 14 × c_1, 4 × c_2, 2 × 1; the ⌈21·0.8⌉ = 17th smallest is c_2.
-	z := math.Exp(0) + math.Exp(-1) + math.Exp(-5) + math.Exp(-6) + math.Exp(-7) + math.Exp(-9)
-	c2 := (1 + math.Exp(-1)) / z
-	if math.Abs(float64(rep.QHat)-c2) > 1e-9 {
-		t.Errorf("q̂ = %.6f, want c_2 = %.6f", float64(rep.QHat), c2)
-	}
-	if rep.TestCoverage != 0.9 || rep.ScoreCoverage != 0.9 || rep.Retrieved != 0.9 || rep.FixedCoverage != 0.9 || rep.KeptCoverage != 0.9 {
-		t.Errorf("coverage %.3f, retrieved %.3f, fixed %.3f, kept %.3f; want 0.9 each", rep.TestCoverage, rep.Retrieved, rep.FixedCoverage, rep.KeptCoverage)
-	}
-	if rep.MeanKept != 2 || rep.Histogram[2] != 20 {
-		t.Errorf("mean kept %.2f, histogram %v: want every query to keep 2", rep.MeanKept, rep.Histogram)
 	}
 }
 
