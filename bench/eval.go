@@ -235,7 +235,12 @@ func Eval(ctx context.Context, r *agent.Runner, datasets []Dataset, opts EvalOpt
 			progressbar.OptionSetDescription("eval"), progressbar.OptionShowCount(), progressbar.OptionShowIts(),
 			progressbar.OptionSetItsString("questions"), progressbar.OptionClearOnFinish())
 		prev := r.OnDone
-		r.OnDone = func(*agent.Trajectory) { _ = bar.Add(1) }
+		r.OnDone = func(t *agent.Trajectory) {
+			if prev != nil {
+				prev(t)
+			}
+			_ = bar.Add(1)
+		}
 		defer func() { r.OnDone = prev; _ = bar.Finish() }()
 	}
 	cfg := r.Config()

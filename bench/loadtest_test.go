@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cas-engine/cas/calibrate"
 	"github.com/cas-engine/cas/internal/sharedtest"
+	"github.com/cas-engine/cas/qa"
 	"github.com/cas-engine/cas/search"
 )
 
@@ -58,12 +58,12 @@ func TestLoadBM25(t *testing.T) {
 	defer s.Close()
 	ts := httptest.NewServer(s.Handler())
 	defer ts.Close()
-	qa, err := calibrate.LoadQA(sharedtest.Path(t, "data", "qa", "nq_test_1k.jsonl"))
+	qs, err := qa.Load(sharedtest.Path(t, "data", "qa", "nq_test_1k.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	queries := make([]string, len(qa))
-	for i, q := range qa {
+	queries := make([]string, len(qs))
+	for i, q := range qs {
 		queries[i] = q.Question
 	}
 	rep, err := RunLoad(context.Background(), LoadConfig{URL: ts.URL, Queries: queries, Rate: 120, Duration: 3 * time.Second, TopK: 3})

@@ -91,10 +91,15 @@ type SetStats struct {
 // held-out evaluation and the run's settings next to it.
 type Report struct {
 	conformal.Calibration
-	SetStats                 // APS on the held-out questions
-	Test          int        `json:"test"`
-	TestGold      int        `json:"test_gold_retrieved"`
-	CalGold       int        `json:"calibration_gold_retrieved"`
+	SetStats     // APS on the held-out questions
+	Test     int `json:"test"`
+	TestGold int `json:"test_gold_retrieved"`
+	CalGold  int `json:"calibration_gold_retrieved"`
+	// SetCoverage is the fraction of held-out questions whose gold passage
+	// is inside the APS prediction set over all TopK candidates (the set
+	// q̂ was calibrated for; GoldKept is the set a search keeps from its
+	// Candidates).
+	SetCoverage   float64    `json:"set_coverage"`
 	Fixed         FixedStats `json:"fixed"`
 	TopK          int        `json:"topk"`
 	Seed          uint64     `json:"seed"`
@@ -165,15 +170,60 @@ func Run(ctx context.Context, r search.Retriever, qs []qa.Record, judge Judge, c
 		}
 		lab, chosen = keptLab[:cfg.N+test], keptIdx[:cfg.N+test]
 	}
-	cal, held := lab[:cfg.N], lab[cfg.N:]
+	rep, err := evaluate(lab[:cfg.N], lab[cfg.N:], func(i int) string { return qs[chosen[cfg.N+i]].ID }, judge, cfg)
+	if err != nil {
+		return Report{}, err
+	}
+	rep.SkippedNoGold = skipped
+	rep.Seconds = time.Since(start).Seconds()
+	return rep, nil
+}
 
+// RunSplit is Run on a given split instead of a random draw: it calibrates
+// on every question of cal and evaluates on every question of held (in
+// order; cfg.N, cfg.Test and cfg.Seed's draw are not used; cfg.GoldOnly
+// is refused: a question without a retrieved gold scores E = 1).
+// A world that knows its gold passages calibrates with GoldIDJudge.
+func RunSplit(ctx context.Context, r search.Retriever, cal, held []qa.Record, judge Judge, cfg Config, progress io.Writer) (Report, error) {
+	start := time.Now()
+	cfg.N, cfg.Test = max(1, len(cal)), 0
+	if err := cfg.Validate(); err != nil {
+		return Report{}, err
+	}
+	if len(cal) == 0 || len(held) == 0 {
+		return Report{}, fmt.Errorf("split: %d calibration and %d held-out questions (need both)", len(cal), len(held))
+	}
+	if cfg.GoldOnly {
+		return Report{}, errors.New("split: gold_only applies to a random draw only")
+	}
+	all := append(append([]qa.Record(nil), cal...), held...)
+	chosen := make([]int, len(all))
+	for i := range chosen {
+		chosen[i] = i
+	}
+	lab, err := retrieveAndLabel(ctx, r, all, chosen, judge, cfg, progress)
+	if err != nil {
+		return Report{}, err
+	}
+	rep, err := evaluate(lab[:len(cal)], lab[len(cal):], func(i int) string { return held[i].ID }, judge, cfg)
+	if err != nil {
+		return Report{}, err
+	}
+	rep.Seconds = time.Since(start).Seconds()
+	return rep, nil
+}
+
+// evaluate calibrates q̂ on the labelled calibration questions and
+// evaluates APS and the fixed top-k on the held-out ones (heldID names
+// held[i] in errors).
+func evaluate(cal, held []labelled, heldID func(int) string, judge Judge, cfg Config) (Report, error) {
 	// Calibration scores S_i and the threshold (log scale).
 	var urng *rand.Rand
 	if cfg.Randomized {
 		urng = rand.New(rand.NewPCG(cfg.Seed^0x9e3779b97f4a7c15, cfg.Seed))
 	}
 	calQ := make([]conformal.Query, len(cal))
-	rep := Report{TopK: cfg.TopK, Seed: cfg.Seed, Judge: judgeName(judge), GoldOnly: cfg.GoldOnly, SkippedNoGold: skipped}
+	rep := Report{TopK: cfg.TopK, Seed: cfg.Seed, Judge: judgeName(judge), GoldOnly: cfg.GoldOnly}
 	for i, q := range cal {
 		calQ[i] = conformal.Query{Scores: q.scores, Gold: q.gold}
 		if q.gold != conformal.NoGold {
@@ -195,14 +245,17 @@ func Run(ctx context.Context, r search.Retriever, qs []qa.Record, judge Judge, c
 	// Held-out evaluation: APS (keeping from the top m) and fixed top-k.
 	aps := SetStats{Histogram: make([]int, cfg.TopK+1)}
 	fixed := SetStats{Histogram: make([]int, cfg.TopK+1)}
-	var apsCovered, apsKeptGold, fixedKeptGold, apsKeptSum, fixedKeptSum int
+	var apsCovered, inSet, apsKeptGold, fixedKeptGold, apsKeptSum, fixedKeptSum int
 	for i, q := range held {
 		s, err := apsLogScore(cfg.APS, q, urng)
 		if err != nil {
-			return Report{}, fmt.Errorf("held-out question %q: %w", qs[chosen[cfg.N+i]].ID, err)
+			return Report{}, fmt.Errorf("held-out question %q: %w", heldID(i), err)
 		}
 		if s <= float64(c.QHatLog) {
 			apsCovered++
+		}
+		if q.gold != conformal.NoGold && len(q.scores) > 0 && slices.Contains(c.KeepIndices(q.scores), q.gold) {
+			inSet++
 		}
 		var kept []int
 		if len(q.scores) > 0 {
@@ -238,9 +291,9 @@ func Run(ctx context.Context, r search.Retriever, qs []qa.Record, judge Judge, c
 	aps.Histogram = trimHistogram(aps.Histogram)
 	fixed.Histogram = trimHistogram(fixed.Histogram)
 	rep.Test = len(held)
+	rep.SetCoverage = float64(inSet) / n
 	rep.SetStats = aps
 	rep.Fixed = FixedStats{K: cfg.FixedK, SetStats: fixed}
-	rep.Seconds = time.Since(start).Seconds()
 	return rep, nil
 }
 

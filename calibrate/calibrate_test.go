@@ -288,3 +288,65 @@ func TestRunRealNQPaperTemperature(t *testing.T) {
 		}
 	}
 }
+
+// fixedRetriever answers every query with the same hits a…f scored
+// 10, 9, 5, 4, 3, 1.
+type fixedRetriever struct{}
+
+func (fixedRetriever) Retrieve(_ context.Context, queries []string, k int) ([][]search.Hit, error) {
+	out := make([][]search.Hit, len(queries))
+	for i := range queries {
+		for j, s := range []float32{10, 9, 5, 4, 3, 1}[:min(k, 6)] {
+			out[i] = append(out[i], search.Hit{Doc: search.Doc{ID: string(rune('a' + j))}, Score: s})
+		}
+	}
+	return out, nil
+}
+
+// TestRunSplitGoldIDs: on a given split labelled by gold passage ids, with
+// gold at rank 1 (14 of 20), rank 2 (4) or not retrieved (2), q̂ is the
+// conformal quantile of E = c_r and the held-out statistics count what
+// they claim.
+func TestRunSplitGoldIDs(t *testing.T) {
+	judge := GoldIDJudge{}
+	var qs []qa.Record
+	for i := range 20 {
+		g := "a"
+		switch {
+		case i%5 == 3:
+			g = "b"
+		case i%10 == 9:
+			g = "z" // not retrieved
+		}
+		id := fmt.Sprint("q", i)
+		judge[id] = map[string]bool{g: true}
+		qs = append(qs, qa.Record{ID: id, Question: "who?"})
+	}
+	cfg := DefaultConfig()
+	cfg.APS.Temperature, cfg.Alpha, cfg.TopK, cfg.FixedK = 1, 0.2, 6, 3
+	cfg.Candidates = 5
+	rep, err := RunSplit(context.Background(), fixedRetriever{}, qs, qs, judge, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// p over (10, 9, 5, 4, 3, 1) at T = 1: c_1 ≈ 0.7275, c_2 ≈ 0.9951.
+	// E: 14 × c_1, 4 × c_2, 2 × 1; the ⌈21·0.8⌉ = 17th smallest is c_2.
+	z := math.Exp(0) + math.Exp(-1) + math.Exp(-5) + math.Exp(-6) + math.Exp(-7) + math.Exp(-9)
+	c2 := (1 + math.Exp(-1)) / z
+	if math.Abs(float64(rep.QHat)-c2) > 1e-9 || rep.N != 20 || rep.Judge != "gold-ids" {
+		t.Errorf("q̂ = %.6f over %d (judge %s), want c_2 = %.6f over 20", float64(rep.QHat), rep.N, rep.Judge, c2)
+	}
+	if rep.Test != 20 || rep.TestGold != 18 || rep.SetCoverage != 0.9 || rep.SetStats.Coverage != 0.9 || rep.GoldKept != 0.9 || rep.Fixed.GoldKept != 0.9 {
+		t.Errorf("held-out: %d questions, %d with gold, set coverage %.3f, E ≤ q̂ %.3f, kept %.3f, fixed %.3f; want 20, 18, 0.9 each",
+			rep.Test, rep.TestGold, rep.SetCoverage, rep.SetStats.Coverage, rep.GoldKept, rep.Fixed.GoldKept)
+	}
+	if rep.SetStats.MeanKept != 2 || !slices.Equal(rep.Histogram, []int{0, 0, 20}) || rep.CalibCandidates != 6 || rep.Candidates != 5 {
+		t.Errorf("kept %.2f, histogram %v, candidates %d of %d: want 2 each of 5 of 6", rep.SetStats.MeanKept, rep.Histogram, rep.Candidates, rep.CalibCandidates)
+	}
+	if _, err := RunSplit(context.Background(), fixedRetriever{}, qs, nil, judge, cfg, nil); err == nil {
+		t.Error("a split without held-out questions accepted")
+	}
+	if _, err := RunSplit(context.Background(), fixedRetriever{}, append(qs, qa.Record{ID: "unknown", Question: "?"}), qs, judge, cfg, nil); err == nil || !strings.Contains(err.Error(), "unknown") {
+		t.Errorf("a question the gold-id judge does not know: %v", err)
+	}
+}

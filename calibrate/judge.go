@@ -2,6 +2,7 @@ package calibrate
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/cas-engine/cas/qa"
@@ -39,6 +40,28 @@ func (ContainsJudge) Gold(_ context.Context, q qa.Record, hits []search.Hit) (in
 	}
 	return -1, nil
 }
+
+// GoldIDJudge is an exact judge for a corpus whose gold passages are
+// known, as the synthetic world's are: it maps a question id to the ids of
+// its gold passages and marks the first hit among them.
+type GoldIDJudge map[string]map[string]bool
+
+// Gold implements Judge.
+func (j GoldIDJudge) Gold(_ context.Context, q qa.Record, hits []search.Hit) (int, error) {
+	gold, ok := j[q.ID]
+	if !ok {
+		return -1, fmt.Errorf("gold-id judge: no gold passages for question %q", q.ID)
+	}
+	for i, h := range hits {
+		if gold[h.Doc.ID] {
+			return i, nil
+		}
+	}
+	return -1, nil
+}
+
+// String names the judge in reports.
+func (GoldIDJudge) String() string { return "gold-ids" }
 
 // Normalize lowercases s and collapses every run of whitespace to one
 // space, trimming the ends — the official code's answer matching (no

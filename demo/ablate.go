@@ -9,12 +9,15 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cas-engine/cas/train"
 )
 
 // AblationFile and AblationJSON are the tables Ablate writes.
 const (
 	AblationFile = "ablation.md"
 	AblationJSON = "ablation.json"
+	AblationPNG  = "ablation_em.png"
 )
 
 // Cell is a mean ± sample standard deviation over seeds.
@@ -54,6 +57,73 @@ type AblationRow struct {
 	EM          Cell   `json:"em"`
 	SearchCalls Cell   `json:"search_calls"`
 	Docs        Cell   `json:"docs_per_search"`
+	// Redundant searches per question, the share of two-hop questions
+	// answered after two searches, and the reliability's ECE.
+	Redundant Cell `json:"redundant_searches"`
+	TwoHopTwo Cell `json:"two_hop_two_searches"`
+	ECE       Cell `json:"ece"`
+	// LowConf is the mean ACI low-confidence ratio err_t over the GRPO
+	// steps and AlphaLast α after the last step (GRPO rows only).
+	LowConf   Cell `json:"low_conf_ratio,omitempty"`
+	AlphaLast Cell `json:"aci_alpha_last,omitempty"`
+	// Questions is the number of test questions of each evaluation.
+	Questions int `json:"questions"`
+	// VsDefault is the row's EM difference to the default (CAS) row and
+	// VsWarm the default row's to the warm start (nil where not defined).
+	VsDefault *Difference `json:"vs_default,omitempty"`
+	VsWarm    *Difference `json:"vs_warm_start,omitempty"`
+}
+
+// Difference is the test-EM difference of a row to a reference row, seed
+// by seed (both from the same warm start): mean d̄ of d_s = EM_s − EMref_s
+// and its standard error — std(d)/√n over n ≥ 2 seeds, else the binomial
+// √(p(1−p)/N + p'(1−p')/N) of one evaluation of N questions each.
+type Difference struct {
+	Against string  `json:"against"`
+	Mean    float64 `json:"mean"`
+	StdErr  float64 `json:"std_err"`
+	Paired  bool    `json:"paired"`
+	// Significant: |d̄| > 2·StdErr.
+	Significant bool `json:"significant"`
+}
+
+// newDifference compares per-seed values a against ref (same seeds, same
+// order) over evaluations of n questions.
+func newDifference(against string, a, ref []float64, n int) *Difference {
+	if len(a) == 0 || len(a) != len(ref) {
+		return nil
+	}
+	d := make([]float64, len(a))
+	for i := range a {
+		d[i] = a[i] - ref[i]
+	}
+	c := newCell(d)
+	out := &Difference{Against: against, Mean: c.Mean, Paired: len(d) > 1}
+	if out.Paired {
+		out.StdErr = c.Std / math.Sqrt(float64(len(d)))
+	} else {
+		out.StdErr = math.Hypot(EMStdErr(a[0], n), EMStdErr(ref[0], n))
+	}
+	out.Significant = math.Abs(out.Mean) > 2*out.StdErr
+	return out
+}
+
+// Sentence says in words whether the difference exceeds its noise.
+func (d *Difference) Sentence(row string) string {
+	how := "paired over seeds"
+	if !d.Paired {
+		how = "binomial, one seed"
+	}
+	verdict := "does not exceed twice its standard error: no difference is shown"
+	if d.Significant {
+		verdict = "exceeds twice its standard error"
+		if d.Mean > 0 {
+			verdict += ": better"
+		} else {
+			verdict += ": worse"
+		}
+	}
+	return fmt.Sprintf("%s against %s: EM %+.3f ± %.3f (%s) — %s.", row, Label(d.Against), d.Mean, d.StdErr, how, verdict)
 }
 
 // APSRow is one row of Table 4: the passages kept per search at one α_APS
@@ -112,6 +182,9 @@ func Ablate(ctx context.Context, base Config, seeds []uint64, out string, opts O
 	if err := writeFile(filepath.Join(out, AblationFile), []byte(ab.Markdown())); err != nil {
 		return nil, err
 	}
+	if err := ab.Plot(filepath.Join(out, AblationPNG)); err != nil {
+		return nil, err
+	}
 	return ab, nil
 }
 
@@ -143,10 +216,45 @@ func Tabulate(results []*Result) *Ablation {
 			}
 			return newCell(xs)
 		}
-		ab.Table3 = append(ab.Table3, AblationRow{Name: n, Label: Label(n), Retrieval: es[0].Retrieval,
+		row := AblationRow{Name: n, Label: Label(n), Retrieval: es[0].Retrieval, Questions: es[0].Questions,
 			EMSingle: col(func(e EvalResult) float64 { return e.EMSingle }), EMTwoHop: col(func(e EvalResult) float64 { return e.EMTwoHop }),
 			EM: col(func(e EvalResult) float64 { return e.EM }), SearchCalls: col(func(e EvalResult) float64 { return e.SearchCalls }),
-			Docs: col(func(e EvalResult) float64 { return e.DocsPerSearch })})
+			Docs:      col(func(e EvalResult) float64 { return e.DocsPerSearch }),
+			Redundant: col(func(e EvalResult) float64 { return e.Redundant }), TwoHopTwo: col(func(e EvalResult) float64 { return e.TwoHopTwoSearches }),
+			ECE: col(func(e EvalResult) float64 { return e.ECE })}
+		var low, alpha []float64
+		for _, r := range results {
+			if ms := r.Metrics[n]; len(ms) > 0 {
+				low = append(low, meanOf(ms, func(m train.StepMetrics) float64 { return m.LowConfidence }))
+				alpha = append(alpha, ms[len(ms)-1].AlphaNext)
+			}
+		}
+		if len(low) > 0 {
+			row.LowConf, row.AlphaLast = newCell(low), newCell(alpha)
+		}
+		ab.Table3 = append(ab.Table3, row)
+	}
+	// Differences: every GRPO row against the default (the first variant),
+	// the default against the warm start, over the seeds both have.
+	var def, warm *AblationRow
+	for i := range ab.Table3 {
+		switch ab.Table3[i].Name {
+		case cfg.Variants[0].Name:
+			def = &ab.Table3[i]
+		case EvalWarmStart:
+			warm = &ab.Table3[i]
+		}
+	}
+	if def != nil {
+		for i := range ab.Table3 {
+			r := &ab.Table3[i]
+			if r.Name != def.Name && r.Name != EvalNoRetrieval && r.Name != EvalWarmStart {
+				r.VsDefault = newDifference(def.Name, r.EM.Runs, def.EM.Runs, r.Questions)
+			}
+		}
+		if warm != nil {
+			def.VsWarm = newDifference(EvalWarmStart, def.EM.Runs, warm.EM.Runs, def.Questions)
+		}
 	}
 	// Table 4: one row per α_APS, from the APS-on variant with that level
 	// and the full method otherwise (ρ and ACI at their defaults).
@@ -176,6 +284,24 @@ func Tabulate(results []*Result) *Ablation {
 	return ab
 }
 
+// Plot draws Table 3's test EM (single-hop, two-hop, overall) per row,
+// mean ± sample std over seeds.
+func (ab *Ablation) Plot(path string) error {
+	if len(ab.Table3) == 0 {
+		return nil
+	}
+	names := make([]string, len(ab.Table3))
+	series := []emSeries{{label: "single-hop"}, {label: "two-hop"}, {label: "overall"}}
+	for i, r := range ab.Table3 {
+		names[i] = r.Name
+		for k, c := range []Cell{r.EMSingle, r.EMTwoHop, r.EM} {
+			series[k].vals = append(series[k].vals, c.Mean)
+			series[k].err = append(series[k].err, c.Std)
+		}
+	}
+	return plotEMWithErrors(path, fmt.Sprintf("Test EM over %d seeds (mean ± std)", len(ab.Seeds)), names, series)
+}
+
 // Markdown renders the two tables in the paper's layout.
 func (ab *Ablation) Markdown() string {
 	var b strings.Builder
@@ -188,10 +314,23 @@ func (ab *Ablation) Markdown() string {
 	p("Preset **%s**, world seed %d, training seeds %s (mean ± sample std over seeds), %s in all.\n\n",
 		ab.Preset, ab.World, strings.Join(seeds, ", "), fmtDuration(ab.Wall))
 	p("## Table 3: ablation (test EM, unseen entities)\n\n")
-	p("| Method | Retrieval | Single-hop | Two-hop | Overall | Searches / question | Docs / search |\n")
-	p("|---|---|---:|---:|---:|---:|---:|\n")
+	p("| Method | Retrieval | Single-hop | Two-hop | Overall | Overall per seed | Searches / question | Redundant / question | Two-hop with ≥ 2 searches | Docs / search | ACI err_t (mean) | α after GRPO | ECE |\n")
+	p("|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range ab.Table3 {
-		p("| %s | %s | %s | %s | %s | %s | %s |\n", r.Label, r.Retrieval, r.EMSingle, r.EMTwoHop, r.EM, r.SearchCalls, r.Docs)
+		low, alpha := "–", "–"
+		if len(r.LowConf.Runs) > 0 {
+			low, alpha = r.LowConf.String(), r.AlphaLast.String()
+		}
+		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Label, r.Retrieval, r.EMSingle, r.EMTwoHop, r.EM, perSeed(r.EM.Runs),
+			r.SearchCalls, r.Redundant, r.TwoHopTwo, r.Docs, low, alpha, r.ECE)
+	}
+	p("\nWhich differences exceed their noise (test EM overall; a row and the default share each seed's warm start, so the difference is taken seed by seed):\n\n")
+	for _, r := range ab.Table3 {
+		for _, d := range []*Difference{r.VsWarm, r.VsDefault} {
+			if d != nil {
+				p("- %s\n", d.Sentence(r.Label))
+			}
+		}
 	}
 	p("\n## Table 4: retrieved documents per α_APS\n\n")
 	p("| α_APS | Docs / search (trained agent, test) | Mean APS set (scripted test queries) | APS test coverage |\n")
@@ -205,6 +344,15 @@ func (ab *Ablation) Markdown() string {
 	}
 	p("\nPaper (Table 4, E5 on wiki-18): 4.8 documents at α = 0.05, 3.4 at 0.2, 2.4 at 0.35.\n")
 	return b.String()
+}
+
+// perSeed lists per-seed values ("0.312, 0.298, 0.341").
+func perSeed(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf("%.3f", x)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // ParseSeeds reads a seed list: comma-separated unsigned integers and

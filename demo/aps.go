@@ -11,7 +11,9 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 
+	"github.com/cas-engine/cas/calibrate"
 	"github.com/cas-engine/cas/conformal"
+	"github.com/cas-engine/cas/qa"
 	"github.com/cas-engine/cas/search"
 	"github.com/cas-engine/cas/world"
 )
@@ -47,7 +49,7 @@ type APSReport struct {
 	MeanKept     float64 `json:"mean_kept"`
 	Histogram    []int   `json:"kept_histogram"`
 	// Retrieved is the fraction of test queries with a gold passage among
-	// the Candidates at all; FixedCoverage among the fixed top-k.
+	// the CalibCandidates at all; FixedCoverage among the fixed top-k.
 	Retrieved     float64 `json:"gold_retrieved"`
 	FixedK        int     `json:"fixed_k"`
 	FixedCoverage float64 `json:"fixed_coverage"`
@@ -141,32 +143,25 @@ func (c Config) apsAlphas() []float64 {
 }
 
 // calibrateAPS is stage 2: APS calibrated on the hop queries of the
-// aps_calib split with their exact gold passages (no judge needed), at
-// every level the run uses, and evaluated on the test split's hop queries.
+// aps_calib split with their exact gold passages (calibrate.RunSplit with a
+// calibrate.GoldIDJudge: no LLM judge needed), at every level the run
+// uses, and evaluated on the test split's hop queries.
 func (r *runner) calibrateAPS(ctx context.Context, d *worldData) (map[float64]APSReport, error) {
 	reports := map[float64]APSReport{}
 	err := r.stage(ctx, "aps", func() error {
-		cal := hopQueries(d.w.Splits[world.APSCalib])
-		test := hopQueries(d.w.Splits[world.Test])
+		judge := calibrate.GoldIDJudge{}
+		cal := hopQA(d.w.Splits[world.APSCalib], judge)
+		test := hopQA(d.w.Splits[world.Test], judge)
 		r.logf("stage 2: APS calibration on %d aps_calib hop queries, evaluation on %d test hop queries", len(cal), len(test))
-		k := r.cfg.APS.CalibCandidates
-		calHits, err := r.retrieveAll(ctx, d.retriever, queriesOf(cal), k, "APS calibration retrieval")
-		if err != nil {
-			return err
-		}
-		testHits, err := r.retrieveAll(ctx, d.retriever, queriesOf(test), k, "APS test retrieval")
-		if err != nil {
-			return err
-		}
 		for _, alpha := range r.cfg.apsAlphas() {
-			rep, err := calibrateLevel(r.cfg, alpha, cal, calHits, test, testHits)
+			rep, err := calibrate.RunSplit(ctx, d.retriever, cal, test, judge, r.cfg.calibrateConfig(alpha), r.opts.Progress)
 			if err != nil {
-				return err
+				return fmt.Errorf("APS calibration at alpha %g: %w", alpha, err)
 			}
 			if err := os.MkdirAll(filepath.Dir(r.apsPath(alpha)), 0o755); err != nil {
 				return err
 			}
-			if err := conformal.SaveReport(r.apsPath(alpha), rep); err != nil {
+			if err := conformal.SaveReport(r.apsPath(alpha), apsReportOf(rep, alpha)); err != nil {
 				return err
 			}
 		}
@@ -193,59 +188,41 @@ func queriesOf(hq []hopQuery) []string {
 	return out
 }
 
-// calibrateLevel computes q̂ at level alpha (paper: the ⌈(n+1)(1−α)⌉-th
-// smallest calibration score, decided in log space; no retrieved gold
-// scores +∞) and evaluates it on the test queries.
-func calibrateLevel(cfg Config, alpha float64, cal []hopQuery, calHits [][]search.Hit, test []hopQuery, testHits [][]search.Hit) (APSReport, error) {
-	aps := cfg.apsFor()
-	qs := make([]conformal.Query, len(cal))
-	for i, h := range cal {
-		qs[i] = conformal.Query{Scores: scoresOf(calHits[i]), Gold: goldRank(calHits[i], h.gold)}
-	}
-	c, err := aps.Calibrate(qs, alpha, conformal.RuleConformal, nil)
-	if err != nil {
-		return APSReport{}, fmt.Errorf("APS calibration at alpha %g: %w", alpha, err)
-	}
-	c.CalibCandidates = cfg.APS.CalibCandidates
-	c.UseCandidates(cfg.APS.Candidates, qs)
-	rep := APSReport{Calibration: c, Test: len(test), Histogram: make([]int, aps.MaxDocs+1), FixedK: cfg.APS.TopK}
-	var covered, inSet, kept, retrieved, fixed, keptSum int
-	for i, h := range test {
-		hits := testHits[i]
-		g := goldRank(hits, h.gold)
-		s, err := aps.LogScore(scoresOf(hits), g)
-		if err != nil {
-			return APSReport{}, fmt.Errorf("test query %q: %w", h.query, err)
-		}
-		if s <= float64(c.QHatLog) {
-			covered++
-		}
-		if g != conformal.NoGold && g < c.Keep(scoresOf(hits)) {
-			inSet++
-		}
-		cand := hits[:min(len(hits), cfg.APS.Candidates)]
-		n := c.Keep(scoresOf(cand))
-		keptSum += n
-		rep.Histogram[min(n, aps.MaxDocs)]++
-		if g := goldRank(cand, h.gold); g != conformal.NoGold {
-			retrieved++
-			if g < n {
-				kept++
+// hopQA lists the hop queries of questions as calibration questions (id
+// "<question id>#<hop>") and records their gold passages in judge.
+func hopQA(qs []world.Question, judge calibrate.GoldIDJudge) []qa.Record {
+	var out []qa.Record
+	for _, q := range qs {
+		for h, hop := range q.HopInfo {
+			id := fmt.Sprintf("%s#%d", q.ID, h)
+			g := map[string]bool{}
+			for _, pid := range q.GoldIDs[h] {
+				g[pid] = true
 			}
-			if g < cfg.APS.TopK {
-				fixed++
-			}
+			judge[id] = g
+			out = append(out, qa.Record{ID: id, Question: hop.Query, Answers: q.GoldenAnswers})
 		}
 	}
-	n := float64(max(1, len(test)))
-	rep.TestCoverage = float64(inSet) / n
-	rep.ScoreCoverage = float64(covered) / n
-	rep.KeptCoverage = float64(kept) / n
-	rep.MeanKept = float64(keptSum) / n
-	rep.Retrieved = float64(retrieved) / n
-	rep.FixedCoverage = float64(fixed) / n
-	rep.CoverageBound = CoverageBound(alpha, len(test))
-	return rep, nil
+	return out
+}
+
+// calibrateConfig is the calibration of level alpha: CalibCandidates BM25
+// candidates per query, searches keeping from Candidates, the paper's
+// finite-sample quantile, the fixed top-k baseline.
+func (c Config) calibrateConfig(alpha float64) calibrate.Config {
+	cc := calibrate.DefaultConfig()
+	cc.TopK, cc.Candidates, cc.Alpha, cc.APS, cc.FixedK = c.APS.CalibCandidates, c.APS.Candidates, alpha, c.apsFor(), c.APS.TopK
+	cc.Rule = conformal.RuleConformal
+	return cc
+}
+
+// apsReportOf is the demo's view of a calibration report: test coverage is
+// the gold passage inside the APS set of the calibration candidates, kept
+// coverage inside what a search keeps from its candidates.
+func apsReportOf(rep calibrate.Report, alpha float64) APSReport {
+	return APSReport{Calibration: rep.Calibration, Test: rep.Test, TestCoverage: rep.SetCoverage, ScoreCoverage: rep.SetStats.Coverage,
+		CoverageBound: CoverageBound(alpha, rep.Test), KeptCoverage: rep.GoldKept, MeanKept: rep.SetStats.MeanKept, Histogram: rep.Histogram,
+		Retrieved: float64(rep.TestGold) / float64(max(1, rep.Test)), FixedK: rep.Fixed.K, FixedCoverage: rep.Fixed.GoldKept}
 }
 
 // CoverageBound is the lowest test coverage consistent with the conformal

@@ -237,6 +237,24 @@ func DefaultConfig(seed uint64) Config {
 	}
 }
 
+// TinyConfig is the tests' preset of the whole pipeline, seconds per
+// run: the small world with 200 training and 12 test questions, a 20-step
+// warm start and two GRPO steps of 2 prompts × 2 for CAS and −ACI. Its
+// numbers mean nothing; it exercises every stage, the resume and the
+// ablation's tables.
+func TinyConfig(seed uint64) Config {
+	w := world.SmallConfig(seed)
+	w.Train, w.APSCalib, w.ACICalib, w.Test = 200, 40, 8, 12
+	return Config{
+		Preset: "tiny", Seed: seed, World: w, Model: tinyModel(), APS: defaultAPS(),
+		Warm: WarmSettings{Steps: 20, Batch: 8, LR: 3e-3, Warmup: 5, Chunks: 1, AnnealFrom: 1, AnnealFactor: 1, EnvWeight: 0.25, DirectPerAgent: 0.25},
+		GRPO: GRPOSettings{Steps: 2, PromptsPerStep: 2, Group: 2, MicroBatch: 4, LR: 1e-4, KLCoef: 0.001, Temperature: 1,
+			Rho: 0.25, Gamma: 0.005, Eta: 0.5, CheckpointEvery: 2},
+		Eval:     EvalSettings{Questions: 0, Batch: 24},
+		Variants: []Variant{{Name: VariantCAS, APS: true, ACI: true}, {Name: VariantNoACI, APS: true, ACI: false}},
+	}
+}
+
 // PresetConfig returns the named preset.
 func PresetConfig(name string, seed uint64) (Config, error) {
 	switch name {
@@ -244,8 +262,10 @@ func PresetConfig(name string, seed uint64) (Config, error) {
 		return QuickConfig(seed), nil
 	case "default", "":
 		return DefaultConfig(seed), nil
+	case "tiny":
+		return TinyConfig(seed), nil
 	}
-	return Config{}, fmt.Errorf("unknown demo preset %q (want quick or default)", name)
+	return Config{}, fmt.Errorf("unknown demo preset %q (want quick, default or tiny)", name)
 }
 
 // Validate reports every unusable setting at once.

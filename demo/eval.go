@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/cas-engine/cas/agent"
+	"github.com/cas-engine/cas/bench"
 	"github.com/cas-engine/cas/conformal"
+	"github.com/cas-engine/cas/qa"
 	"github.com/cas-engine/cas/search"
 	"github.com/cas-engine/cas/world"
 )
@@ -36,6 +38,18 @@ type EvalResult struct {
 	SearchCalls   float64 `json:"search_calls"`
 	DocsPerSearch float64 `json:"docs_per_search"`
 	Coverage      float64 `json:"coverage"`
+	// Redundant is the mean number of redundant searches per question
+	// (agent.RedundantSearches: a repeated query, or only passages already
+	// shown); TwoHopTwoSearches the share of two-hop questions answered
+	// after at least two searches (one per hop, as the bridge needs).
+	Redundant         float64 `json:"redundant_searches"`
+	TwoHopTwoSearches float64 `json:"two_hop_two_searches"`
+	// Reliability bins the answer-span NLL against EM (5 equal-count
+	// bins) and ECE is its expected calibration error (Reliability);
+	// Outcomes are the per-question records they come from.
+	Reliability []ReliabilityBin  `json:"reliability,omitempty"`
+	ECE         float64           `json:"ece"`
+	Outcomes    []QuestionOutcome `json:"outcomes,omitempty"`
 	// FormatValid is the rate of responses that follow the grammar;
 	// Reward the mean reward of Eq. 5; Tokens the mean response length.
 	FormatValid float64  `json:"format_valid"`
@@ -114,30 +128,31 @@ func (r *runner) runEval(ctx context.Context, d *worldData, s evalSpec) (EvalRes
 		return res, err
 	}
 	qs := r.evalQuestions(d)
-	if r.opts.Progress != nil {
-		bar := newBar(r.opts.Progress, len(qs), "eval "+s.name)
-		run.OnDone = func(*agent.Trajectory) { _ = bar.Add(1) }
-		defer bar.Finish()
+	byID := make(map[string]*agent.Trajectory, len(qs))
+	run.OnDone = func(t *agent.Trajectory) { byID[t.QuestionID] = t }
+	set := bench.Dataset{Name: "test", Path: "test split", Questions: make([]qa.Record, len(qs))}
+	for i, q := range qs {
+		set.Questions[i] = qa.Record{ID: q.ID, Question: q.Question, Answers: q.GoldenAnswers}
 	}
-	var trajs []*agent.Trajectory
-	for off := 0; off < len(qs); off += r.cfg.Eval.Batch {
-		batch := qs[off:min(off+r.cfg.Eval.Batch, len(qs))]
-		ts, err := run.Run(ctx, agentQuestions(batch), 1, r.cfg.Seed+uint64(off))
-		if err != nil {
-			return res, fmt.Errorf("eval %s: %w", s.name, err)
+	if _, err := bench.Eval(ctx, run, []bench.Dataset{set}, bench.EvalOptions{Batch: r.cfg.Eval.Batch, Model: s.model, Retrieval: res.Retrieval, Progress: r.opts.Progress}, nil); err != nil {
+		return res, fmt.Errorf("eval %s: %w", s.name, err)
+	}
+	trajs := make([]*agent.Trajectory, len(qs))
+	for i, q := range qs {
+		if trajs[i] = byID[q.ID]; trajs[i] == nil {
+			return res, fmt.Errorf("eval %s: no trajectory for question %s", s.name, q.ID)
 		}
-		trajs = append(trajs, ts...)
 	}
 	summarize(&res, qs, trajs)
 	res.Seconds = time.Since(start).Seconds()
-	r.logf("  eval %s (%s): EM %.3f (single-hop %.3f, two-hop %.3f), %.2f searches, %.2f docs/search, format-valid %.2f",
-		s.name, res.Retrieval, res.EM, res.EMSingle, res.EMTwoHop, res.SearchCalls, res.DocsPerSearch, res.FormatValid)
+	r.logf("  eval %s (%s): EM %.3f (single-hop %.3f, two-hop %.3f), %.2f searches (%.2f redundant; two-hop with 2+ searches %.2f), %.2f docs/search, format-valid %.2f, ECE %.3f",
+		s.name, res.Retrieval, res.EM, res.EMSingle, res.EMTwoHop, res.SearchCalls, res.Redundant, res.TwoHopTwoSearches, res.DocsPerSearch, res.FormatValid, res.ECE)
 	return res, nil
 }
 
 // summarize fills the metrics of res from one trajectory per question.
 func summarize(res *EvalResult, qs []world.Question, trajs []*agent.Trajectory) {
-	var em, emS, emT, valid, searches, docs, covered int
+	var em, emS, emT, valid, searches, docs, covered, redundant, chained int
 	var reward, tokens float64
 	for i, t := range trajs {
 		q := qs[i]
@@ -162,6 +177,12 @@ func summarize(res *EvalResult, qs []world.Question, trajs []*agent.Trajectory) 
 		}
 		if t.Outcome.Valid {
 			valid++
+		}
+		o := outcomeOf(q, t)
+		res.Outcomes = append(res.Outcomes, o)
+		redundant += o.Redundant
+		if q.Hops > 1 && o.Searches >= 2 {
+			chained++
 		}
 		reward += t.Outcome.Reward
 		tokens += float64(len(t.IDs) - t.PromptLen)
@@ -190,7 +211,14 @@ func summarize(res *EvalResult, qs []world.Question, trajs []*agent.Trajectory) 
 	res.SearchCalls = float64(searches) / n
 	res.DocsPerSearch = ratio(docs, searches)
 	res.Coverage = ratio(covered, searches)
+	res.Redundant = float64(redundant) / n
+	res.TwoHopTwoSearches = ratio(chained, res.TwoHop)
+	res.Reliability, res.ECE = Reliability(res.Outcomes, reliabilityBins)
 }
+
+// reliabilityBins is the number of NLL bins of an evaluation's
+// reliability table.
+const reliabilityBins = 5
 
 func ratio(a, b int) float64 {
 	if b == 0 {

@@ -52,6 +52,9 @@ func WritePlots(dir string, res *Result) error {
 			return err
 		}
 	}
+	if err := WriteMeasurePlots(dir, res); err != nil {
+		return err
+	}
 	return plotEvalEM(filepath.Join(dir, EvalPNG), res.Evals)
 }
 
@@ -130,43 +133,20 @@ func plotWarmLoss(path string, losses []float64) error {
 	return savePlot(path, p, 6*vg.Inch, 4*vg.Inch)
 }
 
-// plotEvalEM draws single-hop, two-hop and overall EM of every evaluation.
+// plotEvalEM draws single-hop, two-hop and overall EM of every evaluation
+// with ± one binomial standard error (EMStdErr).
 func plotEvalEM(path string, evals []EvalResult) error {
 	if len(evals) == 0 {
 		return nil
 	}
-	p := plot.New()
-	p.Title.Text = "Exact match on the test split (unseen entities)"
-	p.Y.Label.Text = "EM"
-	p.Y.Min, p.Y.Max = 0, 1
-	p.Add(plotter.NewGrid())
 	names := make([]string, len(evals))
-	series := []struct {
-		label string
-		value func(EvalResult) float64
-	}{
-		{"single-hop", func(e EvalResult) float64 { return e.EMSingle }},
-		{"two-hop", func(e EvalResult) float64 { return e.EMTwoHop }},
-		{"overall", func(e EvalResult) float64 { return e.EM }},
-	}
-	w := vg.Points(12)
-	for i, s := range series {
-		vals := make(plotter.Values, len(evals))
-		for j, e := range evals {
-			vals[j] = s.value(e)
-			names[j] = e.Name
+	series := []emSeries{{label: "single-hop"}, {label: "two-hop"}, {label: "overall"}}
+	for i, e := range evals {
+		names[i] = e.Name
+		for k, v := range [][2]float64{{e.EMSingle, float64(e.Single)}, {e.EMTwoHop, float64(e.TwoHop)}, {e.EM, float64(e.Questions)}} {
+			series[k].vals = append(series[k].vals, v[0])
+			series[k].err = append(series[k].err, EMStdErr(v[0], int(v[1])))
 		}
-		bars, err := plotter.NewBarChart(vals, w)
-		if err != nil {
-			return fmt.Errorf("plot %s: %w", path, err)
-		}
-		bars.Offset = w * vg.Length(i-1)
-		bars.Color = plotutil.Color(i)
-		bars.LineStyle.Width = 0
-		p.Add(bars)
-		p.Legend.Add(s.label, bars)
 	}
-	p.Legend.Top = true
-	p.NominalX(names...)
-	return savePlot(path, p, 7*vg.Inch, 4*vg.Inch)
+	return plotEMWithErrors(path, "Exact match on the test split (± one binomial standard error)", names, series)
 }

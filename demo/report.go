@@ -68,6 +68,7 @@ func Report(res *Result) string {
 	}
 	p("\n")
 	b.WriteString(checks(res))
+	b.WriteString(measurements(res))
 
 	p("## APS on retrieval (stage 2)\n\n")
 	p("Calibrated on the hop queries of the aps_calib split with their exact gold passages (the scripted search of each hop), %d BM25 candidates per query, softmax temperature T = %g over BM25 scores, the finite-sample conformal quantile, k clamped to [%d, %d]. Evaluated on the test split's hop queries.\n\n",
@@ -117,7 +118,11 @@ func Report(res *Result) string {
 	if c.GRPO.Steps > 0 {
 		p("- [`plots/%s`](plots/%s): search calls, low-confidence ratio and α_t against steps (the paper's Figure 2)\n", train.Figure2PNG, train.Figure2PNG)
 		p("- [`plots/%s`](plots/%s): reward, EM and documents per search against steps, per variant\n", train.RewardPNG, train.RewardPNG)
+		p("- [`plots/%s`](plots/%s): reward and EM of the rollouts, raw and as a moving average\n", TrainingPNG, TrainingPNG)
+		p("- [`plots/%s`](plots/%s): searches and redundant searches per trajectory\n", SearchesPNG, SearchesPNG)
+		p("- [`plots/%s`](plots/%s): low-confidence ratio of ACI and of the fixed bootstrap threshold against ρ, and α_t\n", ACIPNG, ACIPNG)
 	}
+	p("- [`plots/%s`](plots/%s): reliability diagram, EM against exp(−answer-span NLL)\n", ReliabilityPNG, ReliabilityPNG)
 	p("- [`plots/%s`](plots/%s): APS prediction-set sizes on the test split\n", APSHistogramPNG, APSHistogramPNG)
 	p("- [`plots/%s`](plots/%s): the warm start's cross-entropy\n", WarmLossPNG, WarmLossPNG)
 	p("- [`plots/%s`](plots/%s): test EM of every policy\n\n", EvalPNG, EvalPNG)

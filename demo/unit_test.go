@@ -1,7 +1,6 @@
 package demo
 
 import (
-	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/train"
 	"math"
 	"math/rand/v2"
@@ -12,10 +11,8 @@ import (
 	"testing"
 
 	"github.com/cas-engine/cas/agent"
-	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/conformal"
 	"github.com/cas-engine/cas/model/tokenizer"
-	"github.com/cas-engine/cas/search"
 	"github.com/cas-engine/cas/world"
 )
 
@@ -170,50 +167,6 @@ func TestCoverageBound(t *testing.T) {
 	}
 }
 
-// TestCalibrateLevel: on synthetic queries whose gold sits at rank 1, 2 or
-// is missing, q̂ is the conformal quantile of E = c_r and the test
-// statistics count what they claim.
-func TestCalibrateLevel(t *testing.T) {
-	cfg := QuickConfig(1)
-	cfg.APS.Temperature = 1
-	hit := func(id string, s float32) search.Hit { return search.Hit{Doc: search.Doc{ID: id}, Score: s} }
-	mk := func(gold string) ([]search.Hit, hopQuery) {
-		hits := []search.Hit{hit("a", 10), hit("b", 9), hit("c", 5), hit("d", 4), hit("e", 3), hit("f", 1)}
-		return hits, hopQuery{query: gold, gold: map[string]bool{gold: true}}
-	}
-	var cal, test []hopQuery
-	var calHits, testHits [][]search.Hit
-	for i := range 20 {
-		g := "a"
-		switch {
-		case i%5 == 3:
-			g = "b"
-		case i%10 == 9:
-			g = "z" // not retrieved
-		}
-		h, q := mk(g)
-		cal, calHits = append(cal, q), append(calHits, h)
-		test, testHits = append(test, q), append(testHits, h)
-	}
-	rep, err := calibrateLevel(cfg, 0.2, cal, calHits, test, testHits)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// p over scores (10, 9, 5, 4, 3, 1) at T = 1: c_1 ≈ 0.7275, c_2 ≈ 0.9951.
-	// E: 14 × c_1, 4 × c_2, 2 × 1; the ⌈21·0.8⌉ = 17th smallest is c_2.
-	z := math.Exp(0) + math.Exp(-1) + math.Exp(-5) + math.Exp(-6) + math.Exp(-7) + math.Exp(-9)
-	c2 := (1 + math.Exp(-1)) / z
-	if math.Abs(float64(rep.QHat)-c2) > 1e-9 {
-		t.Errorf("q̂ = %.6f, want c_2 = %.6f", float64(rep.QHat), c2)
-	}
-	if rep.TestCoverage != 0.9 || rep.ScoreCoverage != 0.9 || rep.Retrieved != 0.9 || rep.FixedCoverage != 0.9 || rep.KeptCoverage != 0.9 {
-		t.Errorf("coverage %.3f, retrieved %.3f, fixed %.3f, kept %.3f; want 0.9 each", rep.TestCoverage, rep.Retrieved, rep.FixedCoverage, rep.KeptCoverage)
-	}
-	if rep.MeanKept != 2 || rep.Histogram[2] != 20 {
-		t.Errorf("mean kept %.2f, histogram %v: want every query to keep 2", rep.MeanKept, rep.Histogram)
-	}
-}
-
 func TestParseSeeds(t *testing.T) {
 	cases := []struct {
 		in   string
@@ -308,141 +261,6 @@ func variantNames(c Config) []string {
 		out = append(out, v.Name)
 	}
 	return out
-}
-
-// TestSFTMatchesWarmStart: the demo's supervised step computes the same
-// masked cross-entropy as train.WarmStart on the same batch, and lowers it.
-func TestSFTMatchesWarmStart(t *testing.T) {
-	be, err := backend.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mc := ModelConfig{Hidden: 32, Layers: 1, Heads: 2, KVHeads: 1, HeadDim: 16, Intermediate: 64, MaxPositions: 256}
-	qc, err := mc.QwenConfig(300, 299)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(3, 4))
-	ex := randomTrajectories(rng, 6, 5, 20, 10, 60, 299, func() bool { return rng.IntN(3) > 0 })
-	oc := train.OptimConfig{LR: 1e-2, Beta1: 0.9, Beta2: 0.98, Epsilon: 1e-8, MaxGradNorm: 1, SkipNonFinite: true}
-	m1, _ := qwen.NewRandom(qc, be, 5)
-	ws, err := train.WarmStart(m1, ex, train.WarmStartConfig{Optim: oc, Steps: 1, BatchSize: len(ex), Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m2, _ := qwen.NewRandom(qc, be, 5)
-	s, err := newSFT(m2, oc, len(ex), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var first, last float64
-	want := 0
-	for _, e := range ex {
-		want += e.PolicyTokens()
-	}
-	for i := range 30 {
-		loss, _, policy, err := s.step(ex, oc.LR)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if policy != want {
-			t.Fatalf("step %d: %d loss tokens, want %d", i, policy, want)
-		}
-		if i == 0 {
-			first = loss
-		}
-		last = loss
-	}
-	if math.Abs(first-ws.Losses[0]) > 1e-4*math.Abs(first) {
-		t.Errorf("cross-entropy %.6f, train.WarmStart %.6f", first, ws.Losses[0])
-	}
-	if !(last < first-1) {
-		t.Errorf("cross-entropy %.3f → %.3f after 30 steps on one batch", first, last)
-	}
-	if err := s.clear(); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := train.LastGradNorm(m2.Context()); ok {
-		t.Error("optimiser state survived clear")
-	}
-
-	// With the passages in the loss (λ > 0) the reported cross-entropy is
-	// still the policy tokens' (equal before the first update), and the
-	// update differs: the second step's cross-entropy changes.
-	second := map[float64]float64{}
-	for _, lambda := range []float64{0, 0.5} {
-		m, _ := qwen.NewRandom(qc, be, 5)
-		s, err := newSFT(m, oc, len(ex), 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.envWeight = lambda
-		l0, _, _, err := s.step(ex, oc.LR)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if math.Abs(l0-ws.Losses[0]) > 1e-4*math.Abs(l0) {
-			t.Errorf("λ=%g: cross-entropy %.6f, train.WarmStart %.6f", lambda, l0, ws.Losses[0])
-		}
-		if second[lambda], _, _, err = s.step(ex, oc.LR); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if math.Abs(second[0]-second[0.5]) < 1e-4 {
-		t.Errorf("the passages' loss did not change the update: second-step cross-entropy %.6f with λ=0 and %.6f with λ=0.5", second[0], second[0.5])
-	}
-}
-
-// TestAssembleWeights checks the warm start's batches: every policy token
-// is in the loss once at weight 1 with pm = 1; with λ > 0 every other token
-// is too, at weight λ; every entry predicts the token after its position.
-func TestAssembleWeights(t *testing.T) {
-	rng := rand.New(rand.NewPCG(9, 10))
-	ex := randomTrajectories(rng, 5, 3, 10, 5, 40, 50, func() bool { return rng.IntN(3) == 0 })
-	rows := []int{0, 1, 2, 3, 4}
-	policy, env := 0, 0
-	for _, e := range ex {
-		policy += e.PolicyTokens()
-		env += len(e.Tokens) - 1 - e.PolicyTokens()
-	}
-	for _, lambda := range []float64{0, 0.25} {
-		bs := assemble(ex, rows, lambda)
-		wantEnv := env
-		if lambda == 0 {
-			wantEnv = 0
-		}
-		if bs.policy != policy || bs.env != wantEnv {
-			t.Fatalf("λ=%g: %d policy and %d environment tokens, want %d and %d", lambda, bs.policy, bs.env, policy, wantEnv)
-		}
-		var sumW, sumPM float64
-		entries := 0
-		seen := map[int32]bool{}
-		for i := range bs.n {
-			sumW += float64(bs.w[i])
-			sumPM += float64(bs.pm[i])
-			if bs.w[i] == 0 {
-				continue
-			}
-			entries++
-			p := bs.pos[i]
-			r, at := int(p)/bs.t, int(p)%bs.t+1
-			if seen[p] || bs.tgt[i] != int32(ex[r].Tokens[at]) {
-				t.Fatalf("λ=%g: entry %d (row %d, target position %d) repeated or with the wrong target", lambda, i, r, at)
-			}
-			seen[p] = true
-			isPolicy := at >= ex[r].PromptLen && ex[r].LossMask[at-ex[r].PromptLen]
-			want := float32(lambda)
-			if isPolicy {
-				want = 1
-			}
-			if isPolicy != (bs.pm[i] == 1) || bs.w[i] != want {
-				t.Fatalf("λ=%g: entry %d: w %g, pm %g for a policy token %v", lambda, i, bs.w[i], bs.pm[i], isPolicy)
-			}
-		}
-		if entries != policy+wantEnv || math.Abs(sumW-(float64(policy)+lambda*float64(env))) > 1e-3 || sumPM != float64(policy) {
-			t.Fatalf("λ=%g: %d entries, Σw %g, Σpm %g; want %d, %g and %d", lambda, entries, sumW, sumPM, policy+wantEnv, float64(policy)+lambda*float64(env), policy)
-		}
-	}
 }
 
 // randomTrajectories makes n trajectories of random tokens below vocab:

@@ -42,8 +42,8 @@ const (
 
 // warmState is warm_state.json.
 type warmState struct {
-	Report WarmReport `json:"report"`
-	SFT    sftState   `json:"sft"`
+	Report WarmReport     `json:"report"`
+	SFT    train.SFTState `json:"sft"`
 }
 
 // warmSaver writes and reads the saves of one warm start. crash, when set

@@ -49,51 +49,21 @@ type WarmReport struct {
 	APSGoldCovered float64   `json:"aps_gold_covered"`
 }
 
-// recordPolicy is an agent.Policy that ends every row at once: running a
-// rollout with it yields the exact prompt ids the rollout renders, which
-// the warm start's examples must share with the later rollouts.
-type recordPolicy struct{ vocab, maxCtx, eos int }
-
-func (p recordPolicy) NewSession(batch, capacity int, seed uint64) (agent.Session, error) {
-	return recordSession{eos: p.eos}, nil
-}
-func (p recordPolicy) MaxContext() int { return p.maxCtx }
-func (p recordPolicy) VocabSize() int  { return p.vocab }
-
-type recordSession struct{ eos int }
-
-func (recordSession) Append([][]int) error { return nil }
-func (s recordSession) Generate(_ qwen.GenerateOptions, active []bool) ([]qwen.Result, error) {
-	out := make([]qwen.Result, len(active))
-	for i, a := range active {
-		if a {
-			out[i] = qwen.Result{IDs: []int{s.eos}, LogProbs: []float32{0}, Finish: qwen.FinishEOS}
-		}
-	}
-	return out, nil
-}
-func (recordSession) Close() {}
-
-// promptIDs renders the rollout prompts of questions in mode.
+// promptIDs renders the rollout prompts of questions in mode
+// (agent.PromptTokens: the ids a rollout of that mode starts from, which
+// the warm start's examples must share with the later rollouts).
 func (r *runner) promptIDs(ctx context.Context, d *worldData, qs []world.Question, mode agent.Mode) ([][]int, error) {
 	rc := r.rolloutConfig(mode, 0)
-	rc.CompactBelow = 0
-	ret := search.Retriever(d.retriever)
-	if mode == agent.ModeDirect {
-		ret = nil
-	}
-	run, err := agent.NewRunner(recordPolicy{vocab: d.tok.VocabSize(), maxCtx: r.cfg.Model.MaxPositions, eos: d.eos}, d.tok, ret, rc)
-	if err != nil {
-		return nil, err
-	}
-	aqs := agentQuestions(qs)
-	ts, err := run.Run(ctx, aqs, 1, 0)
-	if err != nil {
-		return nil, fmt.Errorf("render prompts: %w", err)
-	}
-	out := make([][]int, len(ts))
-	for i, t := range ts {
-		out[i] = t.IDs[:t.PromptLen]
+	out := make([][]int, len(qs))
+	for i, q := range qs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		ids, err := agent.RolloutPromptTokens(d.tok, rc, q.Question)
+		if err != nil {
+			return nil, fmt.Errorf("render the prompt of question %s: %w", q.ID, err)
+		}
+		out[i] = ids
 	}
 	return out, nil
 }
@@ -277,7 +247,7 @@ func (r *runner) warmStart(ctx context.Context, d *worldData, aps APSReport) (*W
 		if err := writeJSON(reportPath, rep); err != nil {
 			return err
 		}
-		if err := s.clear(); err != nil {
+		if err := s.Clear(); err != nil {
 			return err
 		}
 		return os.RemoveAll(saver.root)
@@ -309,7 +279,7 @@ type warmRun struct {
 // committed save; rep carries the examples' statistics in and the report
 // out. It returns the trained policy (its final save committed) and the
 // trainer holding its optimiser.
-func (wr *warmRun) train(ctx context.Context, examples []train.Trajectory, rep *WarmReport) (*qwen.Model, *sft, error) {
+func (wr *warmRun) train(ctx context.Context, examples []train.Trajectory, rep *WarmReport) (*qwen.Model, *train.SFT, error) {
 	w := wr.w
 	dir, st, resumed, err := wr.saver.latest()
 	if err != nil {
@@ -332,20 +302,19 @@ func (wr *warmRun) train(ctx context.Context, examples []train.Trajectory, rep *
 		rep.APSMeanKept, 100*rep.APSGoldCovered, rep.Dropped, w.Steps, w.Batch)
 	oc := train.OptimConfig{LR: w.LR, WarmupSteps: w.Warmup, TotalSteps: w.Steps, WeightDecay: 0.01,
 		Beta1: 0.9, Beta2: 0.98, Epsilon: 1e-8, MaxGradNorm: 1, SkipNonFinite: true}
-	s, err := newSFT(policy, oc, w.Batch, wr.seed)
+	s, err := train.NewSFT(policy, oc, w.Batch, wr.seed, w.EnvWeight)
 	if err != nil {
 		return nil, nil, err
 	}
 	if resumed {
-		if err := s.restore(st.SFT, len(examples)); err != nil {
+		if err := s.Restore(st.SFT, len(examples)); err != nil {
 			return nil, nil, fmt.Errorf("warm save %s: %w", dir, err)
 		}
 	}
-	s.envWeight = w.EnvWeight
 	every := max(1, w.Steps/w.Chunks)
 	saved := rep.Steps
 	save := func() error {
-		sst, err := s.state()
+		sst, err := s.State()
 		if err != nil {
 			return err
 		}
@@ -372,7 +341,7 @@ func (wr *warmRun) train(ctx context.Context, examples []train.Trajectory, rep *
 		if float64(rep.Steps) >= w.AnnealFrom*float64(w.Steps) {
 			lr *= w.AnnealFactor
 		}
-		loss, tokens, pol, err := s.step(examples, lr)
+		loss, tokens, pol, err := s.Step(examples, lr)
 		if err != nil {
 			return nil, nil, fmt.Errorf("warm start step %d: %w", rep.Steps+1, err)
 		}

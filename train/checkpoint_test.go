@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -183,16 +184,16 @@ func TestMetricsTruncateAndRead(t *testing.T) {
 
 func TestNewStepMetrics(t *testing.T) {
 	trajs := []Trajectory{
-		{Tokens: make([]int, 10), PromptLen: 4, LossMask: []bool{true, true, false, false, true, true}, Reward: 1, EM: true, Valid: true, SearchCalls: 2, DocsPerSearch: []int{3, 1}, Turns: 3},
+		{Tokens: make([]int, 10), PromptLen: 4, LossMask: []bool{true, true, false, false, true, true}, Reward: 1, EM: true, Valid: true, SearchCalls: 2, DocsPerSearch: []int{3, 1}, Turns: 3, RedundantSearches: 1},
 		{Tokens: make([]int, 6), PromptLen: 4, LossMask: []bool{true, true}, Reward: 0, Turns: 1},
 	}
 	res := &StepResult{Advantages: []float64{0.7, -0.7}, Scores: []float64{1, 3}, HasACI: true,
 		ACI: conformal.ACIStep{Alpha: 0.25, QHat: 2, AlphaNext: 0.24}, LowConfidence: 0.5, GradNorm: 1.5}
 	m := NewStepMetrics(7, trajs, res, 2e9, 4e9)
-	want := StepMetrics{Step: 7, Reward: 0.5, RewardStd: 0.5, EM: 0.5, FormatValid: 0.5, SearchCalls: 1, DocsPerSearch: 2,
+	want := StepMetrics{Step: 7, Reward: 0.5, RewardStd: 0.5, EM: 0.5, FormatValid: 0.5, SearchCalls: 1, Redundant: 0.5, DocsPerSearch: 2,
 		Turns: 2, ResponseLen: 4, PolicyTokens: 3, Trajectories: 2, Alpha: 0.25, AlphaNext: 0.24, QHat: 2, LowConfidence: 0.5,
-		ScoreMean: 2, GradNorm: 1.5, AdvAbsMean: 0.7, TokensPerSec: 4, StepTime: 4, RolloutTime: 2}
-	if m != want {
+		ScoreMean: 2, Scores: []float64{1, 3}, GradNorm: 1.5, AdvAbsMean: 0.7, TokensPerSec: 4, StepTime: 4, RolloutTime: 2}
+	if !reflect.DeepEqual(m, want) {
 		t.Errorf("metrics\n got %+v\nwant %+v", m, want)
 	}
 }

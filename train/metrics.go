@@ -27,15 +27,16 @@ type StepMetrics struct {
 	Run   string `json:"run,omitempty"`
 
 	// Rollout statistics.
-	Reward        float64 `json:"reward"`          // mean reward (Eq. 5)
-	RewardStd     float64 `json:"reward_std"`      // population std of the rewards
-	EM            float64 `json:"em"`              // exact-match rate
-	FormatValid   float64 `json:"format_valid"`    // format-valid rate
-	SearchCalls   float64 `json:"search_calls"`    // searches per trajectory
-	DocsPerSearch float64 `json:"docs_per_search"` // passages kept per search (APS or top-k)
-	Turns         float64 `json:"turns"`           // generations per trajectory
-	ResponseLen   float64 `json:"response_length"` // response tokens per trajectory (generated + retrieved)
-	PolicyTokens  float64 `json:"policy_tokens"`   // generated tokens per trajectory (in the loss)
+	Reward        float64 `json:"reward"`             // mean reward (Eq. 5)
+	RewardStd     float64 `json:"reward_std"`         // population std of the rewards
+	EM            float64 `json:"em"`                 // exact-match rate
+	FormatValid   float64 `json:"format_valid"`       // format-valid rate
+	SearchCalls   float64 `json:"search_calls"`       // searches per trajectory
+	Redundant     float64 `json:"redundant_searches"` // redundant searches per trajectory (agent.RedundantSearches)
+	DocsPerSearch float64 `json:"docs_per_search"`    // passages kept per search (APS or top-k)
+	Turns         float64 `json:"turns"`              // generations per trajectory
+	ResponseLen   float64 `json:"response_length"`    // response tokens per trajectory (generated + retrieved)
+	PolicyTokens  float64 `json:"policy_tokens"`      // generated tokens per trajectory (in the loss)
 	Trajectories  int     `json:"trajectories"`
 
 	// ACI (paper §3.3): α_t, q_t, the fraction of low-confidence
@@ -45,7 +46,11 @@ type StepMetrics struct {
 	QHat          conformal.JSONFloat `json:"aci_qhat"`
 	LowConfidence float64             `json:"low_conf_ratio"`
 	ScoreMean     float64             `json:"answer_nll"`
-	ACIWeighted   bool                `json:"aci_weighted"`
+	// Scores are the step's ACI scores s_i (answer-span NLL, Eq. 6), in
+	// trajectory order: what the err_t of any other threshold (a fixed
+	// bootstrap quantile, say) can be recomputed from.
+	Scores      []float64 `json:"aci_scores,omitempty"`
+	ACIWeighted bool      `json:"aci_weighted"`
 
 	// Update statistics.
 	Loss          float64 `json:"loss"`
@@ -68,7 +73,7 @@ type StepMetrics struct {
 }
 
 // WithoutTiming returns a copy with the wall-clock fields zeroed (for comparing
-// runs).
+// runs, with reflect.DeepEqual: Scores is a slice).
 func (m StepMetrics) WithoutTiming() StepMetrics {
 	m.TokensPerSec, m.StepTime, m.RolloutTime, m.ScoreTime, m.UpdateTime = 0, 0, 0, 0, 0
 	return m
@@ -90,6 +95,7 @@ func NewStepMetrics(step int, trajs []Trajectory, res *StepResult, rollout, tota
 			m.FormatValid++
 		}
 		searches += t.SearchCalls
+		m.Redundant += float64(t.RedundantSearches)
 		for _, d := range t.DocsPerSearch {
 			docs += d
 		}
@@ -108,6 +114,7 @@ func NewStepMetrics(step int, trajs []Trajectory, res *StepResult, rollout, tota
 		m.EM /= n
 		m.FormatValid /= n
 		m.SearchCalls = float64(searches) / n
+		m.Redundant /= n
 		m.Turns /= n
 		m.ResponseLen = float64(respTokens) / n
 		m.PolicyTokens /= n
@@ -125,6 +132,7 @@ func NewStepMetrics(step int, trajs []Trajectory, res *StepResult, rollout, tota
 		for _, s := range res.Scores {
 			m.ScoreMean += s
 		}
+		m.Scores = append([]float64(nil), res.Scores...)
 		if len(res.Advantages) > 0 {
 			m.AdvAbsMean /= float64(len(res.Advantages))
 			m.ScoreMean /= float64(len(res.Scores))

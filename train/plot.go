@@ -115,7 +115,7 @@ func writePanels(path string, runs []PlotRun, panels []plotPanel, smooth int) er
 			for k, m := range r.Metrics {
 				pts[k] = plotter.XY{X: float64(m.Step), Y: pn.value(m)}
 			}
-			pts = movingAverage(pts, smooth)
+			pts = MovingAverage(pts, smooth)
 			line, err := plotter.NewLine(pts)
 			if err != nil {
 				return fmt.Errorf("plot %s, run %s: %w", pn.title, r.Name, err)
@@ -130,10 +130,16 @@ func writePanels(path string, runs []PlotRun, panels []plotPanel, smooth int) er
 		}
 		row[j] = p
 	}
+	return WritePlotRow(path, row)
+}
+
+// WritePlotRow draws plots side by side, 4 × 3.2 inches each, into one
+// PNG, atomically.
+func WritePlotRow(path string, row []*plot.Plot) error {
 	const panelW, h = 4 * vg.Inch, 3.2 * vg.Inch
-	img := vgimg.New(panelW*vg.Length(len(panels)), h)
+	img := vgimg.New(panelW*vg.Length(len(row)), h)
 	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 1, Cols: len(panels), PadX: vg.Millimeter * 4, PadTop: vg.Millimeter * 2,
+	tiles := draw.Tiles{Rows: 1, Cols: len(row), PadX: vg.Millimeter * 4, PadTop: vg.Millimeter * 2,
 		PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
 	canvases := plot.Align([][]*plot.Plot{row}, tiles, dc)
 	for j, p := range row {
@@ -145,9 +151,9 @@ func writePanels(path string, runs []PlotRun, panels []plotPanel, smooth int) er
 	})
 }
 
-// movingAverage replaces each Y by the mean of the last n points (n ≤ 1:
+// MovingAverage replaces each Y by the mean of the last n points (n ≤ 1:
 // unchanged); NaN values are skipped.
-func movingAverage(pts plotter.XYs, n int) plotter.XYs {
+func MovingAverage(pts plotter.XYs, n int) plotter.XYs {
 	if n <= 1 {
 		return pts
 	}

@@ -517,6 +517,7 @@ func FromAgent(a *agent.Trajectory) Trajectory {
 		OldLogProbs: a.ResponseLogProbs(), AnswerSpan: a.AnswerSpan,
 		Reward: a.Outcome.Reward, EM: a.EM, Valid: a.Outcome.Valid,
 		SearchCalls: len(a.Searches), DocsPerSearch: docs, Turns: a.Turns,
+		RedundantSearches: agent.RedundantSearches(a.Searches),
 	}
 }
 

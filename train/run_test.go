@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -163,7 +164,7 @@ func TestRunResumeMatchesUninterrupted(t *testing.T) {
 			t.Errorf("step %d: implausible metrics %+v", m.Step, m)
 		}
 		mb[i].Run = m.Run
-		if ma[i].WithoutTiming() != mb[i].WithoutTiming() {
+		if !reflect.DeepEqual(ma[i].WithoutTiming(), mb[i].WithoutTiming()) {
 			t.Errorf("step %d differs after resume:\n uninterrupted %+v\n resumed       %+v", i+1, ma[i].WithoutTiming(), mb[i].WithoutTiming())
 		}
 	}

@@ -38,6 +38,9 @@ type Trajectory struct {
 	// number of passages kept by APS (or fixed k) for each.
 	SearchCalls   int   `json:"search_calls"`
 	DocsPerSearch []int `json:"docs_per_search,omitempty"`
+	// RedundantSearches counts the searches that repeat an earlier query or
+	// keep only passages already shown (agent.RedundantSearches).
+	RedundantSearches int `json:"redundant_searches,omitempty"`
 	// Turns is the number of assistant generations.
 	Turns int `json:"turns"`
 }

@@ -380,12 +380,27 @@ func TestQuickDemoBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| CAS: GRPO + APS + ACI |", "| No retrieval (direct answer) |", "## APS on retrieval", "figure2.png"} {
+	for _, want := range []string{"| CAS: GRPO + APS + ACI |", "| No retrieval (direct answer) |", "## APS on retrieval", "figure2.png",
+		"## What GRPO and ACI did, measured", "### ACI's low-confidence ratio against ρ", "### Reliability: answer-span NLL bins against EM"} {
 		if !bytes.Contains(report, []byte(want)) {
 			t.Errorf("report.md lacks %q", want)
 		}
 	}
-	for _, f := range []string{train.Figure2PNG, train.RewardPNG, demo.APSHistogramPNG, demo.WarmLossPNG, demo.EvalPNG} {
+	for _, e := range res.Evals {
+		if len(e.Outcomes) != e.Questions || len(e.Reliability) == 0 || e.Redundant < 0 || e.Redundant > e.SearchCalls || e.TwoHopTwoSearches < 0 || e.TwoHopTwoSearches > 1 {
+			t.Errorf("%s: measurements %d outcomes of %d, %d reliability bins, redundant %.3f of %.3f searches, two-hop chained %.3f",
+				e.Name, len(e.Outcomes), e.Questions, len(e.Reliability), e.Redundant, e.SearchCalls, e.TwoHopTwoSearches)
+		}
+	}
+	if ms, err := train.ReadMetrics(filepath.Join(out, "grpo", demo.VariantCAS, train.MetricsFile)); err == nil {
+		for _, m := range ms {
+			if len(m.Scores) != m.Trajectories {
+				t.Errorf("step %d: %d ACI scores logged for %d trajectories", m.Step, len(m.Scores), m.Trajectories)
+			}
+		}
+	}
+	for _, f := range []string{train.Figure2PNG, train.RewardPNG, demo.APSHistogramPNG, demo.WarmLossPNG, demo.EvalPNG,
+		demo.TrainingPNG, demo.SearchesPNG, demo.ACIPNG, demo.ReliabilityPNG} {
 		b, err := os.ReadFile(filepath.Join(out, demo.PlotsDir, f))
 		if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
 			t.Errorf("plot %s: not a PNG (%v)", f, err)
