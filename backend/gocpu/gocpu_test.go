@@ -346,14 +346,21 @@ func TestMLPWithGradientsMatchesPlain(t *testing.T) {
 		t.Fatal(err)
 	}
 	for o := range want {
-		scale := 0.0
-		for _, v := range want[o] {
-			scale = max(scale, math.Abs(v))
-		}
-		for i := range want[o] {
-			if d := math.Abs(got[o][i] - want[o][i]); d > 1e-4*scale+1e-6 {
-				t.Fatalf("output %d [%d]: %v, plain %v", o, i, got[o][i], want[o][i])
-			}
+		assertNearScale(t, fmt.Sprintf("output %d", o), got[o], want[o])
+	}
+}
+
+// assertNearScale fails unless every got[i] is within float32 rounding of
+// sums, 1e-4 of want's largest magnitude (+1e-6), of want[i].
+func assertNearScale(t *testing.T, name string, got, want []float64) {
+	t.Helper()
+	scale := 0.0
+	for _, v := range want {
+		scale = max(scale, math.Abs(v))
+	}
+	for i := range want {
+		if d := math.Abs(got[i] - want[i]); d > 1e-4*scale+1e-6 {
+			t.Fatalf("%s [%d]: %v, simplego %v", name, i, got[i], want[i])
 		}
 	}
 }

@@ -1,23 +1,14 @@
 package gocpu
 
 import (
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
-)
 
-// processCPU is the CPU time (user + system) this process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
+	"github.com/cas-engine/cas/internal/cputime"
+)
 
 // BenchmarkStepOverhead runs a chain of 100 tiny (8-element) Add + Reshape
 // pairs: it measures the per-op cost of the executor (segments and custom
@@ -43,7 +34,7 @@ func BenchmarkStepOverhead(b *testing.B) {
 				b.Fatal(err)
 			}
 			x := tensors.FromFlatDataAndDimensions(make([]float32, 8), 8)
-			cpu0 := processCPU()
+			cpu0 := cputime.Process()
 			for b.Loop() {
 				out, err := exec.Exec(x)
 				if err != nil {
@@ -54,7 +45,7 @@ func BenchmarkStepOverhead(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/200, "ns/op-node")
 			// CPU time, which other processes on a shared machine inflate
 			// less than wall time.
-			b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N)/200, "cpu-ns/op-node")
+			b.ReportMetric(float64((cputime.Process()-cpu0).Nanoseconds())/float64(b.N)/200, "cpu-ns/op-node")
 		})
 	}
 }

@@ -2,23 +2,14 @@ package cpubench
 
 import (
 	"os"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/backend/gocpu"
+	"github.com/cas-engine/cas/internal/cputime"
 	"github.com/cas-engine/cas/model/qwen"
 )
-
-// processCPU is the CPU time (user + system) this process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // BenchmarkDecodeWeights times batch-1 decoding of the 4M model (the 25M
 // one with CAS_BENCH_25M=1) with float32 weights and with bfloat16 weights
@@ -57,11 +48,11 @@ func BenchmarkDecodeWeights(b *testing.B) {
 			var tps float64
 			for b.Loop() {
 				var t0 time.Duration
-				v, err := decodeSpeed(c.m, 1, 64, tokens, func() { t0 = processCPU() })
+				v, err := decodeSpeed(c.m, 1, 64, tokens, func() { t0 = cputime.Process() })
 				if err != nil {
 					b.Fatal(err)
 				}
-				cpu += processCPU() - t0
+				cpu += cputime.Process() - t0
 				tps = max(tps, v)
 			}
 			b.ReportMetric(tps, "tok/s")
