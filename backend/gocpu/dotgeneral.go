@@ -86,6 +86,9 @@ type dotPlan struct {
 	lhs, rhs       operandPlan
 	out            shapes.Shape
 	workers        int
+	// tiny, when set, computes the product without the GEMM (see
+	// tinyPlan).
+	tiny *tinyPlan
 }
 
 // operandPlan says how to read one operand as the A ([batch, M, K]) or B
@@ -168,6 +171,7 @@ func newDotPlan(ls shapes.Shape, lc, lb []int, rs shapes.Shape, rc, rb []int, wo
 	}
 	p.lhs = planOperand(ld, lb, lx, lc, false)
 	p.rhs = planOperand(rd, rb, rx, rc, true)
+	p.tiny = newTinyPlan(ls, lc, lb, rs, rc, rb, rx)
 	return p, nil
 }
 
@@ -283,6 +287,16 @@ func (p *dotPlan) exec(be *Backend, in []backends.Buffer, _ []bool) (backends.Bu
 	rf, err := be.BufferData(in[1])
 	if err != nil {
 		return nil, -1, err
+	}
+	if p.tiny != nil {
+		if lv, ok := lf.([]float32); ok {
+			if rv, ok := rf.([]float32); ok {
+				if dst, ok := flat.([]float32); ok {
+					p.tiny.run(be, dst, lv, rv)
+					return out, -1, nil
+				}
+			}
+		}
 	}
 	var scratch []*[]float32
 	defer func() {

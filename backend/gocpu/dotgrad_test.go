@@ -1,7 +1,6 @@
 package gocpu
 
 import (
-	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -80,15 +79,7 @@ func TestDotGeneralGradientIsAProduct(t *testing.T) {
 				if !gs[o].Equal(ws[o]) {
 					t.Fatalf("%s gradient shape %s, want %s", name, gs[o], ws[o])
 				}
-				scale := 0.0
-				for _, v := range want[o] {
-					scale = max(scale, math.Abs(v))
-				}
-				for i := range want[o] {
-					if d := math.Abs(got[o][i] - want[o][i]); d > 1e-4*scale+1e-6 {
-						t.Fatalf("%s gradient [%d] = %v, simplego %v", name, i, got[o][i], want[o][i])
-					}
-				}
+				assertNearScale(t, name+" gradient", got[o], want[o])
 			}
 			if rec.last == nil {
 				t.Fatal("no executable recorded")

@@ -635,9 +635,9 @@ func sumRun(x []float32) float32 {
 	return t
 }
 
-// maxRun is the largest element (NaN if any is NaN, −Inf if x is empty),
-// with eight independent running maxima.
-func maxRun(x []float32) float32 {
+// maxRunGo is the largest element (NaN if any is NaN, −Inf if x is
+// empty), with eight independent running maxima: the reference of maxRun.
+func maxRunGo(x []float32) float32 {
 	inf := float32(math.Inf(-1))
 	m := [8]float32{inf, inf, inf, inf, inf, inf, inf, inf}
 	n8 := len(x) &^ 7

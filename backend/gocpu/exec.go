@@ -30,6 +30,9 @@ type Executable struct {
 	// largest is the element count of the largest value the plan
 	// computes (tests check that no outer product is built).
 	largest int
+	// maxIn is the most inputs of one step (the size of Execute's
+	// per-call argument scratch).
+	maxIn int
 }
 
 var _ backends.Executable = (*Executable)(nil)
@@ -215,6 +218,7 @@ func (b *Builder) plan(outs []*value) (*Executable, error) {
 	e.uses = make([]int, e.numSlots)
 	for i := range e.steps {
 		st := &e.steps[i]
+		e.maxIn = max(e.maxIn, len(st.in))
 		seen := map[int]bool{}
 		st.distinct = true
 		for _, s := range st.in {
@@ -414,10 +418,13 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, _ backends
 			vals[s] = nil
 		}
 	}
+	// One argument scratch for every step of this call (no allocation per
+	// step: batch-1 decoding runs hundreds of small steps per token).
+	inScratch, giveScratch := make([]backends.Buffer, e.maxIn), make([]bool, e.maxIn)
+	var single [1]backends.Buffer
 	for i := range e.steps {
 		st := &e.steps[i]
-		in := make([]backends.Buffer, len(st.in))
-		give := make([]bool, len(st.in))
+		in, give := inScratch[:len(st.in)], giveScratch[:len(st.in)]
 		for j, s := range st.in {
 			in[j] = vals[s]
 			give[j] = st.distinct && owned[s] && remaining[s] == 1
@@ -432,9 +439,8 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, _ backends
 		if st.seg != nil {
 			outs, err = st.seg.Execute(in, give, 0)
 		} else {
-			var out backends.Buffer
-			out, consumed, err = st.custom(be, in, give)
-			outs = []backends.Buffer{out}
+			single[0], consumed, err = st.custom(be, in, give)
+			outs = single[:]
 		}
 		if be.prof != nil {
 			where := "gocpu"

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
 )
 
 // ReduceSum implements backends.Builder. A sum over a broadcasting product,
@@ -34,7 +35,7 @@ func (b *Builder) ReduceSum(x backends.Op, axes ...int) (backends.Op, error) {
 
 // fuseReduceSumMul applies the rewrite of ReduceSum when x is such a
 // product and it pays (the product is at least 4 times larger than either
-// operand); ok reports whether it did.
+// operand, or the right operand is tiny); ok reports whether it did.
 func (b *Builder) fuseReduceSumMul(x backends.Op, axes []int) (backends.Op, bool, error) {
 	v, isValue := x.(*value)
 	if b.backend.plain || !isValue || v.b != b || len(axes) == 0 {
@@ -51,7 +52,10 @@ func (b *Builder) fuseReduceSumMul(x backends.Op, axes []int) (backends.Op, bool
 		lhs.shape.Rank() != rank || rhs.shape.Rank() != rank {
 		return nil, false, nil
 	}
-	if out.Size() < 4096 || out.Size() < 4*max(lhs.shape.Size(), rhs.shape.Size()) {
+	// A tiny right operand (RoPE's 2×2 rotation in the gradient of
+	// rotate_half) makes a tinyPlan product, which pays at any size.
+	tinyRHS := rhs.shape.Size() <= tinyMaxRHS && out.DType == dtypes.Float32
+	if !tinyRHS && (out.Size() < 4096 || out.Size() < 4*max(lhs.shape.Size(), rhs.shape.Size())) {
 		return nil, false, nil
 	}
 	reduced := make([]bool, rank)

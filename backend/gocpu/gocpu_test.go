@@ -346,14 +346,21 @@ func TestMLPWithGradientsMatchesPlain(t *testing.T) {
 		t.Fatal(err)
 	}
 	for o := range want {
-		scale := 0.0
-		for _, v := range want[o] {
-			scale = max(scale, math.Abs(v))
-		}
-		for i := range want[o] {
-			if d := math.Abs(got[o][i] - want[o][i]); d > 1e-4*scale+1e-6 {
-				t.Fatalf("output %d [%d]: %v, plain %v", o, i, got[o][i], want[o][i])
-			}
+		assertNearScale(t, fmt.Sprintf("output %d", o), got[o], want[o])
+	}
+}
+
+// assertNearScale fails unless every got[i] is within float32 rounding of
+// sums, 1e-4 of want's largest magnitude (+1e-6), of want[i].
+func assertNearScale(t *testing.T, name string, got, want []float64) {
+	t.Helper()
+	scale := 0.0
+	for _, v := range want {
+		scale = max(scale, math.Abs(v))
+	}
+	for i := range want {
+		if d := math.Abs(got[i] - want[i]); d > 1e-4*scale+1e-6 {
+			t.Fatalf("%s [%d]: %v, simplego %v", name, i, got[i], want[i])
 		}
 	}
 }
@@ -989,11 +996,31 @@ func TestBinaryKernelsAliasing(t *testing.T) {
 	}
 }
 
-// TestMaxRun checks the eight-lane maximum against a plain scan, NaN and
-// empty runs included.
+// TestMaxRun checks the maximum (AVX-512 blocks and the Go rest) against a
+// plain scan, bit for bit, NaN and empty runs included, and signed zeros:
+// the result's sign is Go's max's (+0 when both zeros occur).
 func TestMaxRun(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	for _, n := range []int{0, 1, 7, 8, 9, 64, 1001} {
+	for _, n := range []int{0, 1, 7, 8, 9, 31, 32, 33, 64, 1001} {
+		{ // signed zeros
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = -rng.Float32() * 10
+				if i%3 == 0 {
+					x[i] = float32(math.Copysign(0, -1))
+				}
+			}
+			if n > 5 {
+				x[n-5] = 0 // one +0 among −0s and negatives
+			}
+			want := float32(math.Inf(-1))
+			for _, v := range x {
+				want = max(want, v)
+			}
+			if got := maxRun(x); math.Float32bits(got) != math.Float32bits(want) {
+				t.Errorf("n=%d with zeros: maxRun = %v (bits %x), want %v (bits %x)", n, got, math.Float32bits(got), want, math.Float32bits(want))
+			}
+		}
 		x := make([]float32, n)
 		for i := range x {
 			x[i] = rng.Float32()*100 - 50
@@ -1007,9 +1034,38 @@ func TestMaxRun(t *testing.T) {
 		}
 		if n > 0 {
 			x[rng.IntN(n)] = float32(math.NaN())
+			if got := maxRunGo(x); !math.IsNaN(float64(got)) {
+				t.Errorf("n=%d with a NaN: maxRunGo = %v, want NaN", n, got)
+			}
+			y := slices.Clone(x)
+			y[n-1] = float32(math.NaN()) // in the Go tail when n is not a multiple of 32
+			if got := maxRun(y); !math.IsNaN(float64(got)) {
+				t.Errorf("n=%d with a last NaN: maxRun = %v, want NaN", n, got)
+			}
 			if got := maxRun(x); !math.IsNaN(float64(got)) {
 				t.Errorf("n=%d with a NaN: maxRun = %v, want NaN", n, got)
 			}
 		}
+	}
+}
+
+// BenchmarkMaxRun times the maximum of a row of the 25M model's logits
+// (16384 floats, the softmax's ReduceMax): the kernel against maxRunGo.
+func BenchmarkMaxRun(b *testing.B) {
+	rng := rand.New(rand.NewPCG(5, 7))
+	x := make([]float32, 16384)
+	for i := range x {
+		x[i] = rng.Float32()*100 - 50
+	}
+	for _, k := range []struct {
+		name string
+		fn   func([]float32) float32
+	}{{"kernel", maxRun}, {"go", maxRunGo}} {
+		b.Run(k.name, func(b *testing.B) {
+			b.SetBytes(int64(4 * len(x)))
+			for b.Loop() {
+				x[0] = k.fn(x) - 1
+			}
+		})
 	}
 }
