@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/cas-engine/cas/internal/vectest"
