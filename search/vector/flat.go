@@ -196,6 +196,7 @@ type preparedQueries struct {
 	qv   []float32 // nq × d
 	bias []float32 // per query
 	base []float32 // L2: ‖q‖²
+	qb   []uint16  // qv in bfloat16 (F16 codes scored by scanBF16)
 }
 
 func prepareQueries(q []float32, nq, d int, enc Encoding, sq *tensor.SQ8, m Metric) preparedQueries {
@@ -250,6 +251,9 @@ func (f *Flat) search(q []float32, k int, p *SearchParams, gemm bool) ([]float32
 // searchBlock searches nq queries, writing into scores and ids.
 func (f *Flat) searchBlock(q []float32, nq, k int, p *SearchParams, gemm bool, scores []float32, ids []int64) {
 	pq := prepareQueries(q, nq, f.d, f.codes.enc, f.sq, f.metric)
+	if gemm && f.useBF16() {
+		pq.bf16Queries(f.d)
+	}
 	n := f.Len()
 	workers := tensor.Workers(p.threads())
 	// Below ~4k rows per goroutine the start-up is not worth it.

@@ -25,12 +25,19 @@ const (
 	gemmTileRows = 1024
 )
 
-// useGEMM reports whether a batch of nq queries goes through scanGEMM.
-func (f *Flat) useGEMM(nq int) bool { return f.codes.enc == F32 && nq >= gemmMinQueries }
+// useGEMM reports whether a batch of nq queries goes through scanGEMM (F32
+// codes) or scanBF16 (F16 codes on AVX512-BF16, flat_bf16.go).
+func (f *Flat) useGEMM(nq int) bool {
+	return (f.codes.enc == F32 || f.useBF16()) && nq >= gemmMinQueries
+}
 
 // scanGEMM is scan for F32 codes: rows [lo, hi) scored by the GEMM in
 // tiles, each tile offered to the per-query selections hs.
 func (f *Flat) scanGEMM(hs []*tensor.TopK, pq *preparedQueries, lo, hi int) {
+	if f.codes.enc == F16 {
+		f.scanBF16(hs, pq, lo, hi)
+		return
+	}
 	d, nq := f.d, pq.nq
 	buf := make([]float32, nq*min(gemmTileRows, hi-lo))
 	for r0 := lo; r0 < hi; r0 += gemmTileRows {

@@ -275,6 +275,40 @@ func (ix *IVF) Add(ids []int64, x []float32) error {
 	return nil
 }
 
+// probed is the start of an inverted-file search: the queries' nprobe
+// best lists (cl, with the quantizer's scores cs, row-major nq × nprobe)
+// and the result arrays to fill.
+type probed struct {
+	nq, nprobe, threads int
+	cs                  []float32
+	cl                  []int64
+	scores              []float32
+	ids                 []int64
+}
+
+// probe checks a search of an IVF-style index (coarse quantizer q of nlist
+// lists, default nprobe def) and runs the coarse search.
+func probe(q *Flat, d, nlist, def int, queries []float32, k int, p *SearchParams) (probed, error) {
+	nq, err := checkSearch(queries, k, d)
+	if err != nil {
+		return probed{}, err
+	}
+	if q == nil {
+		return probed{}, fmt.Errorf("search: %w", ErrNotTrained)
+	}
+	pr := probed{nq: nq, scores: make([]float32, nq*k), ids: make([]int64, nq*k), nprobe: def}
+	if nq == 0 {
+		return pr, nil
+	}
+	if p != nil && p.NProbe > 0 {
+		pr.nprobe = p.NProbe
+	}
+	pr.nprobe = min(pr.nprobe, nlist)
+	pr.threads = tensor.Workers(p.threads())
+	pr.cs, pr.cl, err = q.search(queries, pr.nprobe, &SearchParams{Threads: pr.threads}, false)
+	return pr, err
+}
+
 // ivfProbe is one (query, list) pair of a batch search.
 type ivfProbe struct {
 	query  int32
@@ -287,28 +321,11 @@ type ivfProbe struct {
 // p.Threads goroutines; the result does not depend on the thread count or
 // on how queries are batched.
 func (ix *IVF) Search(q []float32, k int, p *SearchParams) ([]float32, []int64, error) {
-	nq, err := checkSearch(q, k, ix.d)
-	if err != nil {
-		return nil, nil, err
+	pr, err := probe(ix.quantizer, ix.d, ix.nlist, ix.nprobe, q, k, p)
+	if err != nil || pr.nq == 0 {
+		return pr.scores, pr.ids, err
 	}
-	if !ix.IsTrained() {
-		return nil, nil, fmt.Errorf("search: %w", ErrNotTrained)
-	}
-	scores := make([]float32, nq*k)
-	ids := make([]int64, nq*k)
-	if nq == 0 {
-		return scores, ids, nil
-	}
-	nprobe := ix.nprobe
-	if p != nil && p.NProbe > 0 {
-		nprobe = p.NProbe
-	}
-	nprobe = min(nprobe, ix.nlist)
-	threads := tensor.Workers(p.threads())
-	cs, cl, err := ix.quantizer.search(q, nprobe, &SearchParams{Threads: threads}, false)
-	if err != nil {
-		return nil, nil, err
-	}
+	nq, nprobe, threads, cs, cl, scores, ids := pr.nq, pr.nprobe, pr.threads, pr.cs, pr.cl, pr.scores, pr.ids
 
 	// Group the probes by list.
 	buckets := make(map[int32][]ivfProbe, min(ix.nlist, nq*nprobe))

@@ -332,34 +332,20 @@ func (ix *IVFPQ) Add(ids []int64, x []float32) error {
 // goroutines; the result does not depend on the thread count or on how
 // queries are batched.
 func (ix *IVFPQ) Search(q []float32, k int, p *SearchParams) ([]float32, []int64, error) {
-	nq, err := checkSearch(q, k, ix.d)
-	if err != nil {
-		return nil, nil, err
-	}
-	if !ix.IsTrained() {
+	if ix.pq.cent == nil {
 		return nil, nil, fmt.Errorf("search: %w", ErrNotTrained)
 	}
-	scores := make([]float32, nq*k)
-	ids := make([]int64, nq*k)
-	if nq == 0 {
-		return scores, ids, nil
+	pr, err := probe(ix.quantizer, ix.d, ix.nlist, ix.nprobe, q, k, p)
+	if err != nil || pr.nq == 0 {
+		return pr.scores, pr.ids, err
 	}
-	nprobe := ix.nprobe
-	if p != nil && p.NProbe > 0 {
-		nprobe = p.NProbe
-	}
-	nprobe = min(nprobe, ix.nlist)
+	nq, nprobe, threads, cs, cl, scores, ids := pr.nq, pr.nprobe, pr.threads, pr.cs, pr.cl, pr.scores, pr.ids
 	rerank := ix.rerank
 	if p != nil && p.Rerank != 0 {
 		rerank = max(0, p.Rerank)
 	}
 	if ix.refine == nil {
 		rerank = 0
-	}
-	threads := tensor.Workers(p.threads())
-	cs, cl, err := ix.quantizer.search(q, nprobe, &SearchParams{Threads: threads}, false)
-	if err != nil {
-		return nil, nil, err
 	}
 	d, m := ix.d, ix.pq.m
 	kc := k

@@ -15,8 +15,8 @@ import (
 type KMeansInit uint8
 
 const (
-	// KMeansRandom takes k distinct training points at random, as FAISS
-	// does.
+	// KMeansRandom takes k distinct training points at random, drawn as
+	// FAISS draws them (rand_perm on mt19937).
 	KMeansRandom KMeansInit = iota
 	// KMeansPlusPlus is k-means++ seeding (Arthur & Vassilvitskii, 2007):
 	// each next centroid is a point drawn with probability ∝ D(x)², its
@@ -73,10 +73,13 @@ type KMeansResult struct {
 //	update:  c ← mean{x : a(x) = c}  (then c ← c/‖c‖ when Spherical)
 //
 // Assignment uses the blocked kernels (points as queries, centroids as
-// rows) on Threads goroutines; the update is a serial float64 sum, so the
-// result is the same for any thread count. An empty cluster is re-seeded
-// FAISS's way: it copies a cluster chosen with probability ∝ its size − 1,
-// and both are nudged apart by ±1/1024 on alternate components.
+// rows) on Threads goroutines; the update is FAISS's compute_centroids, a
+// serial float32 sum in point order times 1/size, so the result is the same
+// for any thread count. An empty cluster is re-seeded FAISS's way
+// (splitEmpty). With KMeansRandom the subsample, the initial centroids and
+// the splits are FAISS's own draws (faiss::Clustering with seed = Seed, its
+// default 1234), so that on the same data the two train the same
+// centroids up to float rounding in the assignment (TestKMeansMatchesFAISS).
 func KMeans(x []float32, d, k int, opt KMeansOptions) (*KMeansResult, error) {
 	n, err := checkVectors("k-means", x, d)
 	if err != nil {
@@ -101,7 +104,18 @@ func KMeans(x []float32, d, k int, opt KMeansOptions) (*KMeansResult, error) {
 	}
 	rng := newRand(opt.Seed)
 	if limit := maxPer * k; n > limit {
-		x = sampleRows(x, d, n, limit, rng)
+		if opt.Init == KMeansRandom {
+			// FAISS's subsample: the first limit points of rand_perm(seed),
+			// in that order.
+			perm := faissRandPerm(n, int64(opt.Seed))[:limit]
+			sub := make([]float32, limit*d)
+			for i, j := range perm {
+				copy(sub[i*d:(i+1)*d], x[j*d:(j+1)*d])
+			}
+			x = sub
+		} else {
+			x = sampleRows(x, d, n, limit, rng)
+		}
 		n = limit
 	}
 	for i, v := range x {
@@ -113,7 +127,9 @@ func KMeans(x []float32, d, k int, opt KMeansOptions) (*KMeansResult, error) {
 	cent := make([]float32, k*d)
 	switch opt.Init {
 	case KMeansRandom:
-		for c, j := range samplePositions(n, k, rng) {
+		// FAISS's init: the points at the first k positions of
+		// rand_perm(seed + 1).
+		for c, j := range faissRandPerm(n, int64(opt.Seed)+1)[:k] {
 			copy(cent[c*d:(c+1)*d], x[j*d:(j+1)*d])
 		}
 	case KMeansPlusPlus:
@@ -128,30 +144,33 @@ func KMeans(x []float32, d, k int, opt KMeansOptions) (*KMeansResult, error) {
 	res := &KMeansResult{Points: n}
 	assign := make([]int32, n)
 	sizes := make([]int, k)
-	sums := make([]float64, k*d)
+	hassign := make([]float32, k)
 	bar := meter.NewCount(opt.Progress, int64(iters), "k-means")
 	for range iters {
 		obj := assignPoints(assign, x, cent, n, d, k, opt.Metric, opt.Threads)
 		res.Objective = append(res.Objective, obj)
+		// FAISS's compute_centroids: float32 sums in point order, then
+		// times 1/size; empty clusters keep nothing until split.
 		clear(sizes)
-		clear(sums)
+		clear(cent)
 		for i, a := range assign {
 			sizes[a]++
-			s := sums[int(a)*d : int(a+1)*d]
+			c := cent[int(a)*d : int(a+1)*d]
 			for j, v := range x[i*d : (i+1)*d] {
-				s[j] += float64(v)
+				c[j] += v
 			}
 		}
 		for c := range k {
+			hassign[c] = float32(sizes[c])
 			if sizes[c] == 0 {
 				continue
 			}
-			inv := 1 / float64(sizes[c])
+			inv := 1 / hassign[c]
 			for j := range d {
-				cent[c*d+j] = float32(sums[c*d+j] * inv)
+				cent[c*d+j] *= inv
 			}
 		}
-		res.Splits += splitEmpty(cent, sizes, n, d, k, rng)
+		res.Splits += splitEmpty(cent, hassign, n, d, k)
 		if opt.Spherical {
 			tensor.L2Normalize(cent, d)
 		}
@@ -229,29 +248,24 @@ func assignPoints(assign []int32, x, cent []float32, n, d, k int, m Metric, thre
 	return total
 }
 
-// splitEmpty re-seeds every empty cluster from a large one (FAISS's
-// split_clusters) and returns how many it re-seeded.
-func splitEmpty(cent []float32, sizes []int, n, d, k int, rng *rand.Rand) int {
+// splitEmpty re-seeds every empty cluster from a large one, FAISS's
+// split_clusters: a fresh mt19937(1234) per call draws, cycling over the
+// clusters, cj with probability (size_cj − 1)/(n − k); the empty centroid
+// copies cj's, the two are pushed apart by ×(1 ± 1/1024) on alternate
+// components, and cj's size is shared between them. It returns how many
+// clusters it re-seeded.
+func splitEmpty(cent, hassign []float32, n, d, k int) int {
 	const eps = 1.0 / 1024
+	rng := newMT19937(1234)
 	splits := 0
 	for ci := range k {
-		if sizes[ci] != 0 {
+		if hassign[ci] != 0 {
 			continue
 		}
-		// Choose cj with probability ∝ sizes[cj] − 1 (clusters of one point
-		// cannot be split).
-		var total int
-		for _, s := range sizes {
-			total += max(s-1, 0)
-		}
-		if total == 0 {
-			break
-		}
-		r := rng.IntN(total)
 		cj := 0
-		for ; cj < k; cj++ {
-			r -= max(sizes[cj]-1, 0)
-			if r < 0 {
+		for ; ; cj = (cj + 1) % k {
+			p := (hassign[cj] - 1) / float32(n-k)
+			if rng.float() < p {
 				break
 			}
 		}
@@ -266,8 +280,8 @@ func splitEmpty(cent []float32, sizes []int, n, d, k int, rng *rand.Rand) int {
 				b[j] *= 1 + eps
 			}
 		}
-		sizes[ci] = sizes[cj] / 2
-		sizes[cj] -= sizes[ci]
+		hassign[ci] = hassign[cj] / 2
+		hassign[cj] -= hassign[ci]
 		splits++
 	}
 	return splits

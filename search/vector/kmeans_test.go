@@ -3,6 +3,9 @@ package vector
 import (
 	"math"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -177,4 +180,78 @@ func BenchmarkKMeansAssign(b *testing.B) {
 		assignPoints(assign, x, cent, n, d, k, InnerProduct, 0)
 	}
 	b.ReportMetric(float64(2*n*k*d)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
+
+// TestKMeansMatchesFAISS runs only where python3 with faiss is installed
+// (the peer; CI does not require it): FAISS's Clustering (10 iterations,
+// seed 1234, spherical with inner-product assignment as IndexIVFFlat
+// trains its quantizer; then plain L2 as ProductQuantizer does, with a
+// subsample) and our KMeans on the same points draw the same subsample,
+// initial centroids and splits, so they end on the same centroids up to
+// float rounding (L2: bit for bit here), and the same assignment for
+// almost every point.
+func TestKMeansMatchesFAISS(t *testing.T) {
+	py := "/usr/bin/python3"
+	if err := exec.Command(py, "-c", "import faiss, numpy").Run(); err != nil {
+		t.Skip("python3 with faiss and numpy not available")
+	}
+	dir := t.TempDir()
+	x := vectest.LowRank(6000, 32, 6, 17)
+	if err := WriteVectorFile(filepath.Join(dir, "x.f32"), x); err != nil {
+		t.Fatal(err)
+	}
+	script := `
+import sys, numpy as np, faiss
+d = sys.argv[1]
+x = np.fromfile(d + "/x.f32", dtype="float32").reshape(-1, 32)
+for name, k, sph, ip, maxp in [("ip", 64, True, True, 256), ("l2", 100, False, False, 40)]:
+    cp = faiss.ClusteringParameters(); cp.niter = 10; cp.seed = 1234; cp.spherical = sph; cp.max_points_per_centroid = maxp
+    c = faiss.Clustering(32, k, cp)
+    c.train(x, faiss.IndexFlatIP(32) if ip else faiss.IndexFlatL2(32))
+    faiss.vector_to_array(c.centroids).astype("float32").tofile(d + "/" + name + ".f32")
+`
+	cmd := exec.Command(py, "-c", script, dir)
+	cmd.Env = append(os.Environ(), "OMP_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("faiss: %v\n%s", err, out)
+	}
+	for _, c := range []struct {
+		name    string
+		k       int
+		opt     KMeansOptions
+		minSame int
+	}{
+		// Spherical: renormalising each centroid rounds differently from
+		// FAISS's SIMD norm in the last bit, which moves a few
+		// near-boundary points and lets the runs drift apart slightly.
+		{"ip", 64, KMeansOptions{Seed: 1234, Metric: InnerProduct, Spherical: true}, 5700},
+		{"l2", 100, KMeansOptions{Seed: 1234, Metric: L2, MaxPointsPerCentroid: 40}, 5990},
+	} {
+		want, err := ReadVectorFile(filepath.Join(dir, c.name+".f32"), 32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := KMeans(x, 32, c.k, c.opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var maxDiff float64
+		for i := range got.Centroids {
+			maxDiff = max(maxDiff, math.Abs(float64(got.Centroids[i]-want[i])))
+		}
+		// The same points in the same clusters (by index).
+		ours, theirs := make([]int32, 6000), make([]int32, 6000)
+		assignPoints(ours, x, got.Centroids, 6000, 32, c.k, c.opt.Metric, 1)
+		assignPoints(theirs, x, want, 6000, 32, c.k, c.opt.Metric, 1)
+		same := 0
+		for i := range ours {
+			if ours[i] == theirs[i] {
+				same++
+			}
+		}
+		t.Logf("%s: largest centroid component difference %.2g; %d/6000 points in the same cluster", c.name, maxDiff, same)
+		if same < c.minSame {
+			t.Errorf("%s: %d/6000 points in the same cluster as FAISS's, want ≥ %d", c.name, same, c.minSame)
+		}
+	}
 }

@@ -62,9 +62,8 @@ func (pq *productQuantizer) train(x []float32, opt KMeansOptions) error {
 	sub := make([]float32, n*pq.dsub)
 	for m := range pq.m {
 		pq.subvectors(sub, x, m, n)
-		o := opt
-		o.Seed = opt.Seed + uint64(m)*0x9e3779b97f4a7c15
-		res, err := KMeans(sub, pq.dsub, pqK, o)
+		// One seed for every sub-space, as FAISS's ProductQuantizer::train.
+		res, err := KMeans(sub, pq.dsub, pqK, opt)
 		if err != nil {
 			return fmt.Errorf("product quantizer, sub-space %d: %w", m, err)
 		}
