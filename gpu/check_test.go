@@ -50,15 +50,6 @@ type checkReport struct {
 	Failed []string `json:"failed"`
 }
 
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		t.Fatal("no caller")
-	}
-	return filepath.Dir(filepath.Dir(file))
-}
-
 func goTool() string {
 	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
 		return p
@@ -91,7 +82,7 @@ func TestCheckRehearsal(t *testing.T) {
 	shared := sharedtest.Root()
 	sharedtest.Path(t, "golden", "qwen3-tiny", "config.json")
 	sharedtest.Path(t, "tokenizers", "qwen3", "tokenizer.json")
-	root := repoRoot(t)
+	root := sharedtest.RepoRoot()
 	tmp := t.TempDir()
 	bundle := filepath.Join(tmp, "bundle")
 	env := []string{"CAS_SHARED=" + shared, "GO=" + goTool()}

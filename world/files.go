@@ -256,29 +256,22 @@ func ReadQuestions(r io.Reader) ([]Question, error) {
 }
 
 // ReadQuestionsFile reads a split file.
-func ReadQuestionsFile(path string) ([]Question, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	qs, err := ReadQuestions(f)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	return qs, nil
-}
+func ReadQuestionsFile(path string) ([]Question, error) { return readFile(path, ReadQuestions) }
 
 // ReadCorpusFile reads a corpus file.
-func ReadCorpusFile(path string) ([]Passage, error) {
+func ReadCorpusFile(path string) ([]Passage, error) { return readFile(path, ReadCorpus) }
+
+// readFile opens path and parses it with read, naming the file in errors.
+func readFile[T any](path string, read func(io.Reader) (T, error)) (T, error) {
+	var zero T
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
 	defer f.Close()
-	ps, err := ReadCorpus(f)
+	v, err := read(f)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return zero, fmt.Errorf("read %s: %w", path, err)
 	}
-	return ps, nil
+	return v, nil
 }

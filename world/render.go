@@ -174,6 +174,29 @@ func (rd *renderer) fillers(n int, cands []sentence) []sentence {
 
 func refs(rs ...factRef) []factRef { return rs }
 
+// opening is one way to open an entity's passage: an intro sentence, and a
+// follow-up (one template drawn from follow; none when follow is empty)
+// stating the facts the intro leaves out.
+type opening struct {
+	intro      string
+	introRefs  []factRef
+	follow     []string
+	followRefs []factRef
+}
+
+// open draws one of the openings and renders it.
+func (rd *renderer) open(e int, kv []string, os ...opening) (sentence, []sentence) {
+	o := os[rd.r.IntN(len(os))]
+	intro := rd.say(e, o.intro, o.introRefs, kv...)
+	switch len(o.follow) {
+	case 0:
+		return intro, nil
+	case 1:
+		return intro, []sentence{rd.say(e, o.follow[0], o.followRefs, kv...)}
+	}
+	return intro, []sentence{rd.say(e, rd.choose(o.follow...), o.followRefs, kv...)}
+}
+
 func (rd *renderer) person(e int) (sentence, []sentence) {
 	w, r := rd.w, rd.r
 	city, year := rd.value(e, BornIn), rd.value(e, BirthYear)
@@ -182,18 +205,11 @@ func (rd *renderer) person(e int) (sentence, []sentence) {
 	country := rd.object(rd.object(e, BornIn), InCountry)
 	dem := w.Entities[country].Demonym
 	kv := []string{"{C}", city, "{Y}", year, "{D}", dem, "{J}", ent.Occupation, "{C2}", rd.other(City, rd.object(e, BornIn))}
-	var intro sentence
-	var rest []sentence
-	switch r.IntN(3) {
-	case 0:
-		intro = rd.say(e, "{S} (born {Y}) is a {D} {J}.", refs(yearRef), kv...)
-		rest = append(rest, rd.say(e, rd.choose("{Sh} was born in {C}.", "Born in {C}, {Sh} grew up in {C2}.", "{S} was born in the city of {C}."), refs(cityRef), kv...))
-	case 1:
-		intro = rd.say(e, "{S} is a {D} {J}.", nil, kv...)
-		rest = append(rest, rd.say(e, rd.choose("{Sh} was born in {C} in {Y}.", "{S} was born in {Y} in the city of {C}."), refs(cityRef, yearRef), kv...))
-	default:
-		intro = rd.say(e, "{S} was born in {C} in {Y} and is a {D} {J}.", refs(cityRef, yearRef), kv...)
-	}
+	intro, rest := rd.open(e, kv,
+		opening{"{S} (born {Y}) is a {D} {J}.", refs(yearRef),
+			[]string{"{Sh} was born in {C}.", "Born in {C}, {Sh} grew up in {C2}.", "{S} was born in the city of {C}."}, refs(cityRef)},
+		opening{"{S} is a {D} {J}.", nil, []string{"{Sh} was born in {C} in {Y}.", "{S} was born in {Y} in the city of {C}."}, refs(cityRef, yearRef)},
+		opening{"{S} was born in {C} in {Y} and is a {D} {J}.", refs(cityRef, yearRef), nil, nil})
 	if si := w.fact(e, Spouse); si >= 0 {
 		sp := w.Entities[e].Facts[si].Object
 		both := refs(factRef{e, si}, rd.ref(sp, Spouse))
@@ -261,29 +277,6 @@ func (rd *renderer) worksSentence(p int, ws []int) sentence {
 		tmpl = rd.choose("{S} wrote {L}.", "Novels by {S} include {L}.")
 	}
 	return rd.say(p, tmpl, sup, "{L}", list)
-}
-
-// opening is one way to open an entity's passage: an intro sentence, and a
-// follow-up (one template drawn from follow; none when follow is empty)
-// stating the facts the intro leaves out.
-type opening struct {
-	intro      string
-	introRefs  []factRef
-	follow     []string
-	followRefs []factRef
-}
-
-// open draws one of the openings and renders it.
-func (rd *renderer) open(e int, kv []string, os ...opening) (sentence, []sentence) {
-	o := os[rd.r.IntN(len(os))]
-	intro := rd.say(e, o.intro, o.introRefs, kv...)
-	switch len(o.follow) {
-	case 0:
-		return intro, nil
-	case 1:
-		return intro, []sentence{rd.say(e, o.follow[0], o.followRefs, kv...)}
-	}
-	return intro, []sentence{rd.say(e, rd.choose(o.follow...), o.followRefs, kv...)}
 }
 
 func (rd *renderer) film(e int) (sentence, []sentence) {

@@ -37,10 +37,10 @@ func TestConformalAPSBM25Exact(t *testing.T) {
 	} {
 		name := fmt.Sprintf("T=%s α=%s", tc.temp, tc.alpha)
 		file := filepath.Join(dir, "cal-"+tc.temp+"-"+tc.alpha+".json")
-		if _, err := conformalRun(t, "", "conformal", "calibrate-aps", "--in", calPath, "--alpha", tc.alpha, "--temperature", tc.temp, "--out", file); err != nil {
+		if _, _, err := runCasIn(t, "", "conformal", "calibrate-aps", "--in", calPath, "--alpha", tc.alpha, "--temperature", tc.temp, "--out", file); err != nil {
 			t.Fatalf("%s: calibrate-aps: %v", name, err)
 		}
-		out, err := conformalRun(t, "", "conformal", "aps", "--calibration", file, "--in", testPath)
+		out, _, err := runCasIn(t, "", "conformal", "aps", "--calibration", file, "--in", testPath)
 		if err != nil {
 			t.Fatalf("%s: aps: %v", name, err)
 		}

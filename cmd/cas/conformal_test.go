@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"math"
 	"os"
@@ -13,20 +12,6 @@ import (
 
 	"github.com/cas-engine/cas/conformal"
 )
-
-// conformalRun executes the cas root command with args and stdin, returning
-// stdout and the command's error.
-func conformalRun(t *testing.T, stdin string, args ...string) (string, error) {
-	t.Helper()
-	root := newRootCmd()
-	var out, errOut bytes.Buffer
-	root.SetArgs(args)
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	root.SetIn(strings.NewReader(stdin))
-	err := root.Execute()
-	return out.String(), err
-}
 
 // conformalWrite writes a file in the test's temp dir and returns its path.
 func conformalWrite(t *testing.T, name, body string) string {
@@ -76,7 +61,7 @@ func TestConformalCalibrateAPS(t *testing.T) {
 		{[]string{"--preset", "code"}, 1, 1, "higher", 2},
 	}
 	for _, c := range cases {
-		out, err := conformalRun(t, "", append([]string{"conformal", "calibrate-aps", "--in", in}, c.args...)...)
+		out, _, err := runCasIn(t, "", append([]string{"conformal", "calibrate-aps", "--in", in}, c.args...)...)
 		if err != nil {
 			t.Fatalf("%v: %v", c.args, err)
 		}
@@ -100,7 +85,7 @@ func TestConformalCalibrateAPS(t *testing.T) {
 	// +Inf q̂ is printed as a string; stdin works; --out writes atomically.
 	small := `{"scores":[1,2],"gold":0}` + "\n"
 	outPath := filepath.Join(t.TempDir(), "res.json")
-	if _, err := conformalRun(t, small, "conformal", "calibrate-aps", "--in", "-", "--alpha", "0.1", "--out", outPath); err != nil {
+	if _, _, err := runCasIn(t, small, "conformal", "calibrate-aps", "--in", "-", "--alpha", "0.1", "--out", outPath); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(outPath)
@@ -114,9 +99,9 @@ func TestConformalCalibrateAPS(t *testing.T) {
 		t.Errorf("temp files left behind: %v", ents)
 	}
 	// Randomized: reproducible for a seed, different across seeds.
-	r1, _ := conformalRun(t, "", "conformal", "calibrate-aps", "--in", in, "--alpha", "0.4", "--randomized", "--seed", "1")
-	r2, _ := conformalRun(t, "", "conformal", "calibrate-aps", "--in", in, "--alpha", "0.4", "--randomized", "--seed", "1")
-	r3, _ := conformalRun(t, "", "conformal", "calibrate-aps", "--in", in, "--alpha", "0.4", "--randomized", "--seed", "2")
+	r1, _, _ := runCasIn(t, "", "conformal", "calibrate-aps", "--in", in, "--alpha", "0.4", "--randomized", "--seed", "1")
+	r2, _, _ := runCasIn(t, "", "conformal", "calibrate-aps", "--in", in, "--alpha", "0.4", "--randomized", "--seed", "1")
+	r3, _, _ := runCasIn(t, "", "conformal", "calibrate-aps", "--in", in, "--alpha", "0.4", "--randomized", "--seed", "2")
 	if r1 != r2 || r1 == r3 || !strings.Contains(r1, `"randomized": true`) || !strings.Contains(r1, `"seed": 1`) {
 		t.Errorf("randomized runs: %q %q %q", r1, r2, r3)
 	}
@@ -124,7 +109,7 @@ func TestConformalCalibrateAPS(t *testing.T) {
 
 func TestConformalAPS(t *testing.T) {
 	in := conformalWrite(t, "q.jsonl", conformalCal)
-	out, err := conformalRun(t, "", "conformal", "aps", "--in", in, "--qhat", "0.9")
+	out, _, err := runCasIn(t, "", "conformal", "aps", "--in", in, "--qhat", "0.9")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +121,7 @@ func TestConformalAPS(t *testing.T) {
 		t.Errorf("got\n%swant\n%s", out, want)
 	}
 	// Code clamps [2, 5] and q̂ = +Inf: everything up to 5 documents.
-	out, err = conformalRun(t, "", "conformal", "aps", "--in", in, "--qhat", "+Inf", "--preset", "code", "--max-docs", "4")
+	out, _, err = runCasIn(t, "", "conformal", "aps", "--in", in, "--qhat", "+Inf", "--preset", "code", "--max-docs", "4")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +136,7 @@ func TestConformalAPS(t *testing.T) {
 	if want := []int{3, 3, 4, 3, 4}; !slices.Equal(ks, want) {
 		t.Errorf("k = %v, want %v", ks, want)
 	}
-	out, _ = conformalRun(t, "", "conformal", "aps", "--in", in, "--qhat", "0.5", "--preset", "code")
+	out, _, _ = runCasIn(t, "", "conformal", "aps", "--in", in, "--qhat", "0.5", "--preset", "code")
 	if !strings.HasPrefix(out, `{"k":2,"kept":[1,0]}`) {
 		t.Errorf("min-docs 2 not applied: %s", out)
 	}
@@ -168,7 +153,7 @@ func TestConformalACI(t *testing.T) {
 	boot := filepath.Join(dir, "boot.jsonl")
 	os.WriteFile(in, []byte(steps), 0o644)
 	os.WriteFile(boot, []byte(`{"scores":[0.5,1.0,1.5]}`+"\n"+`{"scores":[2.0,2.5,3.0]}`+"\n"), 0o644)
-	out, err := conformalRun(t, "", "conformal", "aci", "--in", in, "--bootstrap", boot, "--rule", "plain", "--gamma", "0.1")
+	out, _, err := runCasIn(t, "", "conformal", "aci", "--in", in, "--bootstrap", boot, "--rule", "plain", "--gamma", "0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +193,7 @@ func TestConformalACI(t *testing.T) {
 
 	// Resume: two steps, save, load, two more == four steps at once, for every rule.
 	for _, rule := range []string{"plain", "smoothed", "ema"} {
-		all, err := conformalRun(t, "", "conformal", "aci", "--in", in, "--rule", rule, "--bootstrap", boot, "--window", "5")
+		all, _, err := runCasIn(t, "", "conformal", "aci", "--in", in, "--rule", rule, "--bootstrap", boot, "--window", "5")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,11 +203,11 @@ func TestConformalACI(t *testing.T) {
 		os.WriteFile(first, []byte(ls[0]+ls[1]), 0o644)
 		os.WriteFile(second, []byte(ls[2]+ls[3]), 0o644)
 		state := filepath.Join(dir, "state.json")
-		a, err := conformalRun(t, "", "conformal", "aci", "--in", first, "--rule", rule, "--bootstrap", boot, "--window", "5", "--save-state", state)
+		a, _, err := runCasIn(t, "", "conformal", "aci", "--in", first, "--rule", rule, "--bootstrap", boot, "--window", "5", "--save-state", state)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := conformalRun(t, "", "conformal", "aci", "--in", second, "--load-state", state)
+		b, _, err := runCasIn(t, "", "conformal", "aci", "--in", second, "--load-state", state)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -231,7 +216,7 @@ func TestConformalACI(t *testing.T) {
 		}
 	}
 	// Infinite q is printed as a string.
-	out, _ = conformalRun(t, `{"scores":[1,2]}`, "conformal", "aci", "--in", "-")
+	out, _, _ = runCasIn(t, `{"scores":[1,2]}`, "conformal", "aci", "--in", "-")
 	if !strings.Contains(out, `"qhat":"+Inf"`) {
 		t.Errorf("empty window: %s", out)
 	}
@@ -283,7 +268,7 @@ func TestConformalCLIErrors(t *testing.T) {
 		{[]string{"aci", "--in", good, "--load-state", file("s2", `{}`), "--rho", "0.3"}, "--rho conflicts with --load-state"},
 	}
 	for _, c := range cases {
-		out, err := conformalRun(t, "", append([]string{"conformal"}, c.args...)...)
+		out, _, err := runCasIn(t, "", append([]string{"conformal"}, c.args...)...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: error %v, want %q", c.args, err, c.want)
 		}
@@ -293,7 +278,7 @@ func TestConformalCLIErrors(t *testing.T) {
 	}
 	// A failing run never leaves a half-written --out file.
 	outPath := filepath.Join(dir, "never.json")
-	if _, err := conformalRun(t, "", "conformal", "aps", "--in", file("b11", `{"scores":[1]}`+"\n"+`oops`), "--qhat", "0.9", "--out", outPath); err == nil {
+	if _, _, err := runCasIn(t, "", "conformal", "aps", "--in", file("b11", `{"scores":[1]}`+"\n"+`oops`), "--qhat", "0.9", "--out", outPath); err == nil {
 		t.Fatal("bad input accepted")
 	}
 	if _, err := os.Stat(outPath); !os.IsNotExist(err) {
@@ -305,7 +290,7 @@ func TestDemoCommand(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the walkthrough takes a few seconds; conformal's own tests cover its numbers")
 	}
-	out, err := conformalRun(t, "", "demo", "--conformal-only", "--seed", "3")
+	out, _, err := runCasIn(t, "", "demo", "--conformal-only", "--seed", "3")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -45,9 +44,8 @@ func casBinary(t *testing.T) string {
 			return
 		}
 		casBinPath = filepath.Join(dir, "cas")
-		_, file, _, _ := runtime.Caller(0)
 		cmd := exec.Command("go", "build", "-o", casBinPath, ".")
-		cmd.Dir = filepath.Dir(file)
+		cmd.Dir = filepath.Join(sharedtest.RepoRoot(), "cmd", "cas")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			casBinErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}

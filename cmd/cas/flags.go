@@ -1,13 +1,8 @@
 package main
 
 import (
-	"fmt"
-	"path/filepath"
-
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-
-	"github.com/cas-engine/cas/model/tokenizer"
 )
 
 // flagVocabulary is the one name of each concept across subcommands and
@@ -53,17 +48,4 @@ func aliasFlag(cmd *cobra.Command, old, name string) {
 	}
 	f.AddFlag(&pflag.Flag{Name: old, Usage: nf.Usage, Value: nf.Value, DefValue: nf.DefValue, NoOptDefVal: nf.NoOptDefVal})
 	_ = f.MarkDeprecated(old, "use --"+name)
-}
-
-// loadModelTokenizer loads --tokenizer, by default the tokenizer.json of
-// the model folder.
-func loadModelTokenizer(modelDir, tokPath string) (*tokenizer.Tokenizer, error) {
-	if tokPath == "" {
-		tokPath = filepath.Join(modelDir, "tokenizer.json")
-	}
-	tok, err := tokenizer.Load(tokPath)
-	if err != nil {
-		return nil, fmt.Errorf("load %s: %w", tokPath, err)
-	}
-	return tok, nil
 }

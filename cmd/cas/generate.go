@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/tokenizer"
 )
@@ -54,15 +53,11 @@ A summary (tokens, speed, finish reason) goes to stderr.`,
 			if len(ids) == 0 {
 				return fmt.Errorf("empty prompt")
 			}
-			be, err := backend.New()
+			m, err := loadQwen(cmd, modelDir, "")
 			if err != nil {
 				return err
 			}
-			defer be.Finalize()
-			m, err := qwen.Load(modelDir, be, qwen.LoadOptions{Progress: progressOut(cmd.ErrOrStderr())})
-			if err != nil {
-				return err
-			}
+			defer m.Backend().Finalize()
 			stream := &textStream{w: cmd.OutOrStdout(), decode: func(ids []int) string { return tok.Decode(ids, true) }}
 			opts.Decode = func(ids []int) string { return tok.Decode(ids, false) }
 			opts.OnToken = func(_, id int) { stream.add(id) }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"math"
 	"math/rand/v2"
@@ -14,17 +13,6 @@ import (
 	"github.com/cas-engine/cas/internal/sharedtest"
 	"github.com/cas-engine/cas/search/vector"
 )
-
-func runIndexCmd(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	root := newRootCmd()
-	var out, errOut bytes.Buffer
-	root.SetArgs(args)
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	err := root.Execute()
-	return out.String(), err
-}
 
 func readResults(t *testing.T, s string) []searchResult {
 	t.Helper()
@@ -46,7 +34,7 @@ func TestIndexSearchFAISSGolden(t *testing.T) {
 	ixPath := sharedtest.Path(t, "data", "corpus", "wiki18_sample_1k.e5_flat.index")
 	qPath := sharedtest.Path(t, "golden", "faiss", "queries_32x768.f32")
 	golden := sharedtest.Path(t, "golden", "faiss", "flat_top10.jsonl")
-	out, err := runIndexCmd(t, "index", "search", "--index", ixPath, "--vectors", qPath, "-k", "10", "--batch", "7")
+	out, _, err := runCas(t, "index", "search", "--index", ixPath, "--vectors", qPath, "-k", "10", "--batch", "7")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,14 +92,14 @@ func TestIndexBuildSearchRoundTrip(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			out := filepath.Join(dir, c.name)
 			args := append([]string{"index", "build", "--vectors", vec, "--dim", "16", "--out", out}, c.args...)
-			msg, err := runIndexCmd(t, args...)
+			msg, _, err := runCas(t, args...)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !strings.Contains(msg, "index.cas") {
 				t.Fatalf("build printed %q", msg)
 			}
-			res, err := runIndexCmd(t, "index", "search", "--index", out, "--vectors", q, "-k", "3")
+			res, _, err := runCas(t, "index", "search", "--index", out, "--vectors", q, "-k", "3")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -128,7 +116,7 @@ func TestIndexBuildSearchRoundTrip(t *testing.T) {
 					t.Errorf("query %d: top id %d, want itself (%d)", i, r.IDs[0], want)
 				}
 			}
-			info, err := runIndexCmd(t, "index", "info", "--index", out)
+			info, _, err := runCas(t, "index", "info", "--index", out)
 			if err != nil || !strings.Contains(info, `"count": 600`) {
 				t.Fatalf("info: %v\n%s", err, info)
 			}
@@ -159,7 +147,7 @@ func TestIndexCommandErrors(t *testing.T) {
 		{"index", "info"},
 	}
 	for _, args := range cases {
-		if _, err := runIndexCmd(t, args...); err == nil {
+		if _, _, err := runCas(t, args...); err == nil {
 			t.Errorf("%v: no error", args)
 		}
 	}

@@ -5,7 +5,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/model/qwen"
 )
 
@@ -27,15 +26,11 @@ bfloat16 (as a bf16 model runs in transformers); the default f32 upcasts.`,
 			if err != nil {
 				return fmt.Errorf("--precision: %w", err)
 			}
-			be, err := backend.New()
+			m, err := loadQwen(cmd, modelDir, p)
 			if err != nil {
 				return err
 			}
-			defer be.Finalize()
-			m, err := qwen.Load(modelDir, be, qwen.LoadOptions{Progress: progressOut(cmd.ErrOrStderr()), DType: p})
-			if err != nil {
-				return err
-			}
+			defer m.Backend().Finalize()
 			tb, err := qwen.ReadTokenBatch(in, m.Config.VocabSize, m.Config.MaxPositionEmbeddings)
 			if err != nil {
 				return err

@@ -11,13 +11,22 @@ import (
 	"github.com/cas-engine/cas/model/tokenizer"
 )
 
+// runCas executes the cas root command in process with args.
 func runCas(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	return runCasIn(t, "", args...)
+}
+
+// runCasIn executes the cas root command in process with stdin and args,
+// returning its stdout, stderr and error.
+func runCasIn(t *testing.T, stdin string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	root := newRootCmd()
 	var out, errOut bytes.Buffer
 	root.SetArgs(args)
 	root.SetOut(&out)
 	root.SetErr(&errOut)
+	root.SetIn(strings.NewReader(stdin))
 	err = root.Execute()
 	return out.String(), errOut.String(), err
 }

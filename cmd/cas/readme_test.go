@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -166,8 +165,7 @@ func freePort(t *testing.T) string {
 // changes to the blocks: port 8000 becomes a free port and a bench's
 // --duration 30s becomes 3s.
 func TestReadmeCommands(t *testing.T) {
-	_, file, _, _ := runtime.Caller(0)
-	repo := filepath.Join(filepath.Dir(file), "..", "..")
+	repo := sharedtest.RepoRoot()
 	shared := sharedtest.Path(t, "data", "corpus", "wiki18_harvested_10k.jsonl")
 	shared = filepath.Dir(filepath.Dir(filepath.Dir(shared)))
 	base := t.TempDir()

@@ -312,15 +312,11 @@ trajectories). The result is a Hugging Face folder (--out) for model.path.`,
 			if strings.EqualFold(dtype, "bf16") {
 				st = safetensors.BF16
 			}
-			be, err := backend.New()
+			m, err := loadQwen(cmd, modelDir, "")
 			if err != nil {
 				return err
 			}
-			defer be.Finalize()
-			m, err := qwen.Load(modelDir, be, qwen.LoadOptions{Progress: progressOut(cmd.ErrOrStderr())})
-			if err != nil {
-				return err
-			}
+			defer m.Backend().Finalize()
 			eos := -1
 			if len(m.Config.EOSTokenID) > 0 {
 				eos = m.Config.EOSTokenID[0]

@@ -18,13 +18,19 @@ func Root() string {
 	if s := os.Getenv("CAS_SHARED"); s != "" {
 		return s
 	}
+	return filepath.Join(filepath.Dir(RepoRoot()), "shared")
+}
+
+// RepoRoot returns the module root (the folder of go.mod), found from this
+// source file's path, so that tests run from any package folder can reach
+// the repository's files (README.md, cmd/cas).
+func RepoRoot() string {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
-		return "../shared"
+		return ".."
 	}
 	// file = <module>/internal/sharedtest/sharedtest.go
-	module := filepath.Dir(filepath.Dir(filepath.Dir(file)))
-	return filepath.Join(filepath.Dir(module), "shared")
+	return filepath.Dir(filepath.Dir(filepath.Dir(file)))
 }
 
 // Path joins rel onto the shared root and checks that it exists. A missing

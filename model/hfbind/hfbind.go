@@ -187,11 +187,16 @@ type Tensors interface {
 // per-layer leaf is built.
 func (c Checkpoint) CheckLayers(layerPrefix string, want int) error {
 	layerPrefix = c.Prefix + layerPrefix
-	if have := safetensors.CountLayers(c.Tensors.Names(), layerPrefix); want > have {
-		return fmt.Errorf("%s: config.json has num_hidden_layers = %d, the weights hold %d layers (%s0 … %s%d)",
-			c.Source, want, have, layerPrefix, layerPrefix, have-1)
+	have := safetensors.CountLayers(c.Tensors.Names(), layerPrefix)
+	switch {
+	case want <= have:
+		return nil
+	case have == 0:
+		return fmt.Errorf("%s: config.json has num_hidden_layers = %d, the weights hold 0 layers (no %sN.* tensor)",
+			c.Source, want, layerPrefix)
 	}
-	return nil
+	return fmt.Errorf("%s: config.json has num_hidden_layers = %d, the weights hold %d layers (%s0 … %s%d)",
+		c.Source, want, have, layerPrefix, layerPrefix, have-1)
 }
 
 // BindError lists every problem found while binding a checkpoint, by

@@ -136,6 +136,9 @@ func TestCheck(t *testing.T) {
 	if err := ck.CheckLayers("blocks.", 3); err == nil || !strings.Contains(err.Error(), "num_hidden_layers = 3, the weights hold 2 layers (p.blocks.0 … p.blocks.1)") {
 		t.Errorf("CheckLayers: %v", err)
 	}
+	if err := ck.CheckLayers("layers.", 1); err == nil || !strings.Contains(err.Error(), "the weights hold 0 layers (no p.layers.N.* tensor)") {
+		t.Errorf("CheckLayers without layers: %v", err)
+	}
 
 	bad := fakeTensors{}
 	for k, v := range good {

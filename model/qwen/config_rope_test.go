@@ -22,15 +22,9 @@ func TestRopeParameters(t *testing.T) {
 		{"not an object", `"rope_parameters":[1]`, "rope_parameters", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := ParseConfig([]byte(strings.Replace(minimalQwen2, `}`, ","+tc.add+"}", 1)))
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
-				}
+			c, ok := parseCase(t, strings.Replace(minimalQwen2, `}`, ","+tc.add+"}", 1), tc.wantErr)
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if c.RopeTheta != tc.theta {
 				t.Fatalf("rope_theta %g, want %g", c.RopeTheta, tc.theta)

@@ -38,15 +38,9 @@ func TestParseConfig(t *testing.T) {
 		{"not json", `{"architectures":`, "unexpected end", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := ParseConfig([]byte(tc.json))
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
-				}
+			c, ok := parseCase(t, tc.json, tc.wantErr)
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if tc.check != nil && !tc.check(c) {
 				t.Errorf("unexpected config %+v", c)
@@ -134,4 +128,21 @@ func TestQwen25_3BSize(t *testing.T) {
 	if gb := float64(4*largest) / 1e9; gb < 1.2 || gb > 1.3 {
 		t.Errorf("largest tensor %.2f GB, documented 1.2 GB", gb)
 	}
+}
+
+// parseCase parses a config.json and checks its error against wantErr
+// ("": none); ok is false when the case ends there (an expected error).
+func parseCase(t *testing.T, js, wantErr string) (c *Config, ok bool) {
+	t.Helper()
+	c, err := ParseConfig([]byte(js))
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("error %v, want one containing %q", err, wantErr)
+		}
+		return nil, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, true
 }

@@ -28,21 +28,20 @@ func BenchmarkLoadQwen3(b *testing.B) {
 	}
 }
 
-func BenchmarkEncodeQwen3(b *testing.B) {
-	tok := qwen3(b)
-	text := goldenCorpus(b, "qwen3.jsonl")
-	b.SetBytes(int64(len(text)))
-	for b.Loop() {
-		tok.Encode(text)
-	}
-}
-
-func BenchmarkEncodeBERT(b *testing.B) {
-	tok := bert(b)
-	text := goldenCorpus(b, "bert-base-uncased.jsonl")
-	b.SetBytes(int64(len(text)))
-	for b.Loop() {
-		tok.Encode(text)
+// BenchmarkEncodeGolden encodes each golden corpus with its tokenizer.
+func BenchmarkEncodeGolden(b *testing.B) {
+	for _, tc := range []struct {
+		name, corpus string
+		tok          func(testing.TB) *Tokenizer
+	}{{"qwen3", "qwen3.jsonl", qwen3}, {"bert", "bert-base-uncased.jsonl", bert}} {
+		b.Run(tc.name, func(b *testing.B) {
+			tok := tc.tok(b)
+			text := goldenCorpus(b, tc.corpus)
+			b.SetBytes(int64(len(text)))
+			for b.Loop() {
+				tok.Encode(text)
+			}
+		})
 	}
 }
 

@@ -50,15 +50,20 @@ func FuzzEncodeSmall(f *testing.F) {
 	})
 }
 
+// seedGolden adds every n-th text of a golden tokenizer file to the corpus.
+func seedGolden(f *testing.F, name string, n int) {
+	for i, c := range readGolden(f, "golden", "tokenizer", name) {
+		if i%n == 0 {
+			f.Add(c.Text)
+		}
+	}
+}
+
 // FuzzEncodeQwen3 checks decode(encode(s)) == NFC(s) with the real Qwen3
 // tokenizer, and that encoding is deterministic.
 func FuzzEncodeQwen3(f *testing.F) {
 	tok := qwen3(f)
-	for i, c := range readGolden(f, "golden", "tokenizer", "qwen3.jsonl") {
-		if i%50 == 0 {
-			f.Add(c.Text)
-		}
-	}
+	seedGolden(f, "qwen3.jsonl", 50)
 	f.Add("e\u0301<|im_end|>\u0301 'ſ")
 	f.Fuzz(func(t *testing.T, s string) {
 		ids := tok.Encode(s)
@@ -74,11 +79,7 @@ func FuzzEncodeQwen3(f *testing.F) {
 // FuzzEncodeBERT checks that every id BERT produces is in the vocabulary.
 func FuzzEncodeBERT(f *testing.F) {
 	tok := bert(f)
-	for i, c := range readGolden(f, "golden", "tokenizer", "bert-base-uncased.jsonl") {
-		if i%30 == 0 {
-			f.Add(c.Text)
-		}
-	}
+	seedGolden(f, "bert-base-uncased.jsonl", 30)
 	f.Add("Ünïcödé 中文 \x00\u200b [CLS]")
 	f.Fuzz(func(t *testing.T, s string) {
 		for _, id := range tok.EncodeWithSpecial(s) {

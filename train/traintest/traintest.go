@@ -15,6 +15,7 @@ import (
 
 	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/conformal"
+	"github.com/cas-engine/cas/model/tokenizer"
 	"github.com/cas-engine/cas/search"
 )
 
@@ -58,16 +59,7 @@ func TokenizerJSON(vocab int) ([]byte, error) {
 	for b := 0; b < 256; b++ {
 		v[alpha[b]] = b
 	}
-	type added struct {
-		ID         int    `json:"id"`
-		Content    string `json:"content"`
-		SingleWord bool   `json:"single_word"`
-		LStrip     bool   `json:"lstrip"`
-		RStrip     bool   `json:"rstrip"`
-		Normalized bool   `json:"normalized"`
-		Special    bool   `json:"special"`
-	}
-	var adds []added
+	var adds []tokenizer.AddedToken
 	for i := 256; i < vocab; i++ {
 		var content string
 		special := false
@@ -79,7 +71,7 @@ func TokenizerJSON(vocab int) ([]byte, error) {
 		default:
 			content = strings.Repeat(" ", 1+k/len(Actions)) + Actions[k%len(Actions)]
 		}
-		adds = append(adds, added{ID: i, Content: content, Special: special})
+		adds = append(adds, tokenizer.AddedToken{ID: i, Content: content, Special: special})
 	}
 	doc := map[string]any{
 		"version":        "1.0",
