@@ -63,10 +63,14 @@ type SearchCall struct {
 	Truncated bool `json:"truncated,omitempty"`
 }
 
-// Trajectory is one rollout. IDs, Mask and LogProbs are parallel arrays over
-// the whole sequence, prompt then response.
+// Trajectory is one rollout, the one record from the rollout to the learner
+// (train.Learner.Step reads it as it is; a supervised warm-start example is
+// a scripted trajectory with IDs, PromptLen and Mask set). IDs, Mask and
+// LogProbs are parallel arrays over the whole sequence, prompt then
+// response.
 type Trajectory struct {
-	// Question indexes the questions given to Run; Sample is 0..G−1.
+	// Question indexes the questions given to Run (the learner's GRPO
+	// group: the G samples of a question share it); Sample is 0..G−1.
 	Question   int    `json:"question"`
 	QuestionID string `json:"question_id"`
 	Sample     int    `json:"sample"`
@@ -81,7 +85,8 @@ type Trajectory struct {
 	Mask []uint8 `json:"mask"`
 	// LogProbs[i] = log π(IDs[i] | IDs[<i]) of the generated tokens under the
 	// sampling model at temperature 1 (the old policy of GRPO); 0 where
-	// Mask is 0.
+	// Mask is 0. It may be nil where no rollout sampled the trajectory (a
+	// warm-start example, or a learner that recomputes them).
 	LogProbs []float32 `json:"logprobs"`
 	// Observations are the appended spans, in order.
 	Observations []Span `json:"observations,omitempty"`
@@ -106,14 +111,34 @@ type Trajectory struct {
 	EM         bool   `json:"em"`
 }
 
-// Response returns the response tokens, IDs[PromptLen:].
+// ResponseIDs returns the response tokens, IDs[PromptLen:].
 func (t *Trajectory) ResponseIDs() []int { return t.IDs[t.PromptLen:] }
 
 // ResponseMask returns the loss mask of the response tokens.
 func (t *Trajectory) ResponseMask() []uint8 { return t.Mask[t.PromptLen:] }
 
-// ResponseLogProbs returns the log-probs of the response tokens.
-func (t *Trajectory) ResponseLogProbs() []float32 { return t.LogProbs[t.PromptLen:] }
+// ResponseLogProbs returns the log-probs of the response tokens (nil when
+// LogProbs is).
+func (t *Trajectory) ResponseLogProbs() []float32 {
+	if t.LogProbs == nil {
+		return nil
+	}
+	return t.LogProbs[t.PromptLen:]
+}
+
+// ResponseLen is the number of response tokens.
+func (t *Trajectory) ResponseLen() int { return len(t.IDs) - t.PromptLen }
+
+// PolicyTokens counts the tokens in the loss mask.
+func (t *Trajectory) PolicyTokens() int {
+	n := 0
+	for _, m := range t.Mask {
+		if m == 1 {
+			n++
+		}
+	}
+	return n
+}
 
 // AnswerNLL is the trajectory's ACI score under the rollout policy that
 // sampled it: ConfidenceScore of its recorded response log-probs.

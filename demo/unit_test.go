@@ -402,7 +402,7 @@ func TestAssembleWeights(t *testing.T) {
 	policy, env := 0, 0
 	for _, e := range ex {
 		policy += e.PolicyTokens()
-		env += len(e.Tokens) - 1 - e.PolicyTokens()
+		env += len(e.IDs) - 1 - e.PolicyTokens()
 	}
 	for _, lambda := range []float64{0, 0.25} {
 		bs := assemble(ex, rows, lambda)
@@ -425,11 +425,11 @@ func TestAssembleWeights(t *testing.T) {
 			entries++
 			p := bs.pos[i]
 			r, at := int(p)/bs.t, int(p)%bs.t+1
-			if seen[p] || bs.tgt[i] != int32(ex[r].Tokens[at]) {
+			if seen[p] || bs.tgt[i] != int32(ex[r].IDs[at]) {
 				t.Fatalf("λ=%g: entry %d (row %d, target position %d) repeated or with the wrong target", lambda, i, r, at)
 			}
 			seen[p] = true
-			isPolicy := at >= ex[r].PromptLen && ex[r].LossMask[at-ex[r].PromptLen]
+			isPolicy := ex[r].Mask[at] == 1
 			want := float32(lambda)
 			if isPolicy {
 				want = 1
@@ -447,16 +447,18 @@ func TestAssembleWeights(t *testing.T) {
 // randomTrajectories makes n trajectories of random tokens below vocab:
 // prompts of p0 + [0, pSpan) tokens, responses of r0 + [0, rSpan), each
 // response token the policy's when policy() says so.
-func randomTrajectories(rng *rand.Rand, n, p0, pSpan, r0, rSpan, vocab int, policy func() bool) []train.Trajectory {
-	var ex []train.Trajectory
+func randomTrajectories(rng *rand.Rand, n, p0, pSpan, r0, rSpan, vocab int, policy func() bool) []*agent.Trajectory {
+	var ex []*agent.Trajectory
 	for range n {
 		p, r := p0+rng.IntN(pSpan), r0+rng.IntN(rSpan)
-		e := train.Trajectory{PromptLen: p}
+		e := &agent.Trajectory{PromptLen: p}
 		for i := range p + r {
-			e.Tokens = append(e.Tokens, rng.IntN(vocab))
-			if i >= p {
-				e.LossMask = append(e.LossMask, policy())
+			e.IDs = append(e.IDs, rng.IntN(vocab))
+			m := uint8(0)
+			if i >= p && policy() {
+				m = 1
 			}
+			e.Mask = append(e.Mask, m)
 		}
 		ex = append(ex, e)
 	}

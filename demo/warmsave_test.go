@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cas-engine/cas/agent"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -16,7 +17,6 @@ import (
 	"time"
 
 	"github.com/cas-engine/cas/model/qwen"
-	"github.com/cas-engine/cas/train"
 )
 
 var errKilled = errors.New("killed (simulated)")
@@ -27,7 +27,7 @@ var errKilled = errors.New("killed (simulated)")
 type warmFixture struct {
 	t        *testing.T
 	qc       *qwen.Config
-	examples []train.Trajectory
+	examples []*agent.Trajectory
 	w        WarmSettings
 	tok      string
 	// afterStep is passed to the warm start (the SIGKILL test's child).

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cas-engine/cas/agent"
 	"io"
 	"math"
 	"os"
@@ -75,23 +76,22 @@ func (m StepMetrics) WithoutTiming() StepMetrics {
 }
 
 // NewStepMetrics summarises a step's trajectories and update.
-func NewStepMetrics(step int, trajs []Trajectory, res *StepResult, rollout, total time.Duration) StepMetrics {
+func NewStepMetrics(step int, trajs []*agent.Trajectory, res *StepResult, rollout, total time.Duration) StepMetrics {
 	m := StepMetrics{Step: step, Trajectories: len(trajs)}
 	n := float64(len(trajs))
 	searches, docs := 0, 0
 	respTokens := 0
-	for i := range trajs {
-		t := &trajs[i]
-		m.Reward += t.Reward
+	for _, t := range trajs {
+		m.Reward += t.Outcome.Reward
 		if t.EM {
 			m.EM++
 		}
-		if t.Valid {
+		if t.Outcome.Valid {
 			m.FormatValid++
 		}
-		searches += t.SearchCalls
-		for _, d := range t.DocsPerSearch {
-			docs += d
+		searches += len(t.Searches)
+		for _, c := range t.Searches {
+			docs += len(c.Kept)
 		}
 		m.Turns += float64(t.Turns)
 		respTokens += t.ResponseLen()
@@ -100,7 +100,7 @@ func NewStepMetrics(step int, trajs []Trajectory, res *StepResult, rollout, tota
 	if n > 0 {
 		mean := m.Reward / n
 		for i := range trajs {
-			d := trajs[i].Reward - mean
+			d := trajs[i].Outcome.Reward - mean
 			m.RewardStd += d * d
 		}
 		m.RewardStd = math.Sqrt(m.RewardStd / n)

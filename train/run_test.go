@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/cas-engine/cas/agent"
 	"math"
 	"os"
 	"path/filepath"
@@ -234,13 +235,13 @@ func TestRunStopsOnNaN(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr.beforeUpdate = func(step int, trajs []Trajectory) {
+	tr.beforeUpdate = func(step int, trajs []*agent.Trajectory) {
 		if step != 2 {
 			return
 		}
-		for j, m := range trajs[0].LossMask {
-			if m {
-				trajs[0].OldLogProbs[j] = float32(math.NaN())
+		for j, m := range trajs[0].Mask {
+			if m == 1 {
+				trajs[0].LogProbs[j] = float32(math.NaN())
 				return
 			}
 		}
