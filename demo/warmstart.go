@@ -199,7 +199,7 @@ func (r *runner) warmExamples(ctx context.Context, d *worldData, cal conformal.C
 	var out []*agent.Trajectory
 	var tokens, policy, promptTok int
 	for i, q := range qs {
-		tr, err := world.Script(q, func(query string) []world.Passage { return kept[query] }, world.DefaultInformation)
+		tr, err := world.Script(q, func(query string) []world.Passage { return kept[query] }, agent.InfoCode)
 		if err != nil {
 			return nil, err
 		}

@@ -2,6 +2,7 @@ package world
 
 import (
 	"fmt"
+	"github.com/cas-engine/cas/agent"
 	"io"
 	"slices"
 
@@ -28,8 +29,8 @@ type Encoder interface{ Encode(string) []int }
 
 // ComputeStats measures the world under enc. Scripted responses retrieve
 // docsPerSearch passages per hop: the hop's primary gold passage and
-// passages drawn at random (seeded) from the rest, rendered with
-// DefaultInformation.
+// passages drawn at random (seeded) from the rest, rendered as the
+// agent does (agent.InfoCode).
 func (w *World) ComputeStats(enc Encoder, vocabSize, docsPerSearch int) (Stats, error) {
 	st := Stats{Entities: len(w.Entities), Passages: len(w.Passages), VocabSize: vocabSize, DocsPerSearch: docsPerSearch}
 	var tok, bytes int
@@ -67,7 +68,7 @@ func (w *World) ComputeStats(enc Encoder, vocabSize, docsPerSearch int) (Stats, 
 				}
 				hop++
 				return docs
-			}, DefaultInformation)
+			}, agent.InfoCode)
 			if err != nil {
 				return st, err
 			}

@@ -2,6 +2,7 @@ package world
 
 import (
 	"fmt"
+	"github.com/cas-engine/cas/agent"
 
 	"github.com/cas-engine/cas/world/bpe"
 )
@@ -74,7 +75,7 @@ func (w *World) TrainingText(emit func(text string, weight int)) error {
 				}
 				hop++
 				return docs
-			}, DefaultInformation)
+			}, agent.InfoCode)
 			if err != nil {
 				return err
 			}
