@@ -154,12 +154,12 @@ func (t *Trajectory) AnswerNLL() float64 {
 //	s = −(1/|A|) Σ_{j∈A} log π_old(y_j | y_<j),
 //
 // where logps[j] is the log-prob of response token j, generated[j] says
-// whether the policy wrote token j (a loss mask: 1 or true; nil means every
+// whether the policy wrote token j (the loss mask: 1; nil means every
 // token) and span is the answer's [start, end) in response positions
 // (Trajectory.AnswerSpan). Retrieved tokens never count: without an answer
 // span the mean runs over the generated tokens (the official code's
 // fallback), and a response without any scores conformal.EmptyNLL.
-func ConfidenceScore[M bool | uint8](logps []float32, generated []M, span [2]int) float64 {
+func ConfidenceScore(logps []float32, generated []uint8, span [2]int) float64 {
 	if generated == nil {
 		return conformal.AnswerNLL(logps, span)
 	}
@@ -172,7 +172,7 @@ func ConfidenceScore[M bool | uint8](logps []float32, generated []M, span [2]int
 		if j == span[1] {
 			a[1] = len(gen)
 		}
-		if isGenerated(m) {
+		if m == 1 {
 			gen = append(gen, logps[j])
 		}
 	}
@@ -183,16 +183,6 @@ func ConfidenceScore[M bool | uint8](logps []float32, generated []M, span [2]int
 		a = [2]int{}
 	}
 	return conformal.AnswerNLL(gen, a)
-}
-
-func isGenerated[M bool | uint8](m M) bool {
-	switch v := any(m).(type) {
-	case bool:
-		return v
-	case uint8:
-		return v == 1
-	}
-	return false
 }
 
 // SearchCount is the number of executed searches.
