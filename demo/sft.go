@@ -3,7 +3,6 @@ package demo
 import (
 	"errors"
 	"fmt"
-	"github.com/cas-engine/cas/agent"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 
+	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/train"
 )

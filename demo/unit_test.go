@@ -1,8 +1,6 @@
 package demo
 
 import (
-	"github.com/cas-engine/cas/model/qwen"
-	"github.com/cas-engine/cas/train"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -13,8 +11,10 @@ import (
 
 	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/conformal"
+	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/tokenizer"
 	"github.com/cas-engine/cas/search"
+	"github.com/cas-engine/cas/train"
 	"github.com/cas-engine/cas/world"
 )
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cas-engine/cas/agent"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/model/qwen"
 )
 

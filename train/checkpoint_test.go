@@ -2,7 +2,6 @@ package train
 
 import (
 	"bytes"
-	"github.com/cas-engine/cas/agent"
 	"image/png"
 	"math/rand/v2"
 	"os"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/conformal"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/safetensors"

@@ -1,19 +1,19 @@
 package train
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/cas-engine/cas/agent"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/conformal"
+	"github.com/cas-engine/cas/internal/jsonl"
 )
 
 // MetricsFile is the per-step metrics log of a run: one JSON object per line.
@@ -225,26 +225,20 @@ func ReadMetrics(path string) ([]StepMetrics, error) {
 }
 
 func readMetrics(r io.Reader, name string) ([]StepMetrics, error) {
-	br := bufio.NewReaderSize(r, 1<<16)
 	var out []StepMetrics
-	for line := 1; ; line++ {
-		b, err := br.ReadBytes('\n')
-		if err != nil && err != io.EOF {
-			return nil, fmt.Errorf("%s:%d: %w", name, line, err)
-		}
-		if t := bytes.TrimSpace(b); len(t) > 0 {
-			var m StepMetrics
-			if jerr := json.Unmarshal(t, &m); jerr != nil {
-				if err == io.EOF {
-					break // a torn last line
-				}
-				return nil, fmt.Errorf("%s:%d: %w", name, line, jerr)
+	err := jsonl.Lines(r, name, func(_ int, b []byte, last bool) error {
+		var m StepMetrics
+		if err := json.Unmarshal(b, &m); err != nil {
+			if last {
+				return jsonl.ErrStop // a torn last line
 			}
-			out = append(out, m)
+			return err
 		}
-		if err == io.EOF {
-			break
-		}
+		out = append(out, m)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -3,7 +3,6 @@ package train
 import (
 	"errors"
 	"fmt"
-	"github.com/cas-engine/cas/agent"
 	"math"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 
+	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/conformal"
 	"github.com/cas-engine/cas/model/qwen"
 )

@@ -2,12 +2,12 @@ package train
 
 import (
 	"errors"
-	"github.com/cas-engine/cas/agent"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"testing"
 
+	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/conformal"
 	"github.com/cas-engine/cas/internal/sharedtest"
 	"github.com/cas-engine/cas/model/qwen"

@@ -1,8 +1,6 @@
 package train
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +16,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/cas-engine/cas/agent"
+	"github.com/cas-engine/cas/internal/jsonl"
 	"github.com/cas-engine/cas/model/qwen"
 )
 
@@ -255,34 +254,28 @@ func LoadSupervised(path string, tok agent.Tokenizer, placement agent.Placement,
 		return nil, fmt.Errorf("load %s: %w", path, err)
 	}
 	defer f.Close()
-	br := bufio.NewReaderSize(f, 1<<16)
 	var out []*agent.Trajectory
-	for line := 1; ; line++ {
-		b, rerr := br.ReadBytes('\n')
-		if rerr != nil && rerr != io.EOF {
-			return nil, fmt.Errorf("%s:%d: %w", path, line, rerr)
+	err = jsonl.Lines(f, path, func(_ int, b []byte, _ bool) error {
+		var l SupervisedLine
+		if err := json.Unmarshal(b, &l); err != nil {
+			return fmt.Errorf("malformed JSON: %w", err)
 		}
-		if t := bytes.TrimSpace(b); len(t) > 0 {
-			var l SupervisedLine
-			if err := json.Unmarshal(t, &l); err != nil {
-				return nil, fmt.Errorf("%s:%d: malformed JSON: %w", path, line, err)
-			}
-			prompt, err := agent.PromptTokens(tok, family, placement, l.Question)
-			if err != nil {
-				return nil, fmt.Errorf("%s:%d: %w", path, line, err)
-			}
-			ex, err := SupervisedExample(tok.Encode, prompt, l.Response, eos)
-			if err != nil {
-				return nil, fmt.Errorf("%s:%d: %w", path, line, err)
-			}
-			if err := checkTrajectory(ex, vocab, false); err != nil {
-				return nil, fmt.Errorf("%s:%d: %w (tokenizer and model do not match?)", path, line, err)
-			}
-			out = append(out, ex)
+		prompt, err := agent.PromptTokens(tok, family, placement, l.Question)
+		if err != nil {
+			return err
 		}
-		if rerr == io.EOF {
-			break
+		ex, err := SupervisedExample(tok.Encode, prompt, l.Response, eos)
+		if err != nil {
+			return err
 		}
+		if err := checkTrajectory(ex, vocab, false); err != nil {
+			return fmt.Errorf("%w (tokenizer and model do not match?)", err)
+		}
+		out = append(out, ex)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s: no examples", path)

@@ -2,9 +2,10 @@ package train
 
 import (
 	"fmt"
-	"github.com/cas-engine/cas/agent"
 	"strings"
 	"testing"
+
+	"github.com/cas-engine/cas/agent"
 )
 
 // TestWarmStartLowersCrossEntropy: a few dozen supervised steps on fixed

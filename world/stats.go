@@ -2,10 +2,10 @@ package world
 
 import (
 	"fmt"
-	"github.com/cas-engine/cas/agent"
 	"io"
 	"slices"
 
+	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/world/bpe"
 )
 

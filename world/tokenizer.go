@@ -2,8 +2,8 @@ package world
 
 import (
 	"fmt"
-	"github.com/cas-engine/cas/agent"
 
+	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/world/bpe"
 )
 

@@ -2,9 +2,10 @@ package world
 
 import (
 	"fmt"
-	"github.com/cas-engine/cas/agent"
 	"slices"
 	"strings"
+
+	"github.com/cas-engine/cas/agent"
 )
 
 // Segment is a piece of a scripted response: text the policy generates, or

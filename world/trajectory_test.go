@@ -2,10 +2,11 @@ package world
 
 import (
 	"fmt"
-	"github.com/cas-engine/cas/agent"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/cas-engine/cas/agent"
 )
 
 // validResponse is METHOD.md's format rule: <think>…</think>, then any number
