@@ -53,7 +53,11 @@ func (w *World) ComputeStats(enc Encoder, vocabSize, docsPerSearch int) (Stats, 
 			if q.Hops == 2 {
 				st.TwoHop[s]++
 			}
-			nPrompt += len(enc.Encode(promptText(q.Question)))
+			prompt, err := promptText(q.Question)
+			if err != nil {
+				return st, fmt.Errorf("question %s: %w", q.ID, err)
+			}
+			nPrompt += len(enc.Encode(prompt))
 			hop := 0
 			t, err := Script(q, func(string) []Passage {
 				var docs []Passage
