@@ -71,7 +71,6 @@ func TestRolloutConfigJSON(t *testing.T) {
 func TestConfidenceScore(t *testing.T) {
 	lps := []float32{-1, -2, -9, -9, -3, -4}
 	mask := []uint8{1, 1, 0, 0, 1, 1}
-	bmask := []bool{true, true, false, false, true, true}
 	cases := []struct {
 		name string
 		span [2]int
@@ -87,11 +86,8 @@ func TestConfidenceScore(t *testing.T) {
 		if got := ConfidenceScore(lps, mask, c.span); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
-		if got := ConfidenceScore(lps, bmask, c.span); got != c.want {
-			t.Errorf("%s (bool mask): %v, want %v", c.name, got, c.want)
-		}
 	}
-	if got := ConfidenceScore[bool](lps, nil, [2]int{0, 2}); got != 1.5 {
+	if got := ConfidenceScore(lps, nil, [2]int{0, 2}); got != 1.5 {
 		t.Errorf("nil mask: %v, want 1.5", got)
 	}
 	if got := ConfidenceScore(nil, []uint8{}, [2]int{}); got != conformal.EmptyNLL {

@@ -6,11 +6,9 @@ import (
 	"github.com/cas-engine/cas/model/tokenizer"
 )
 
-// PromptTokens renders a question's agent prompt (PromptMessages with the
-// placement, in the chat template of family, or of the tokenizer's family
-// when it is "") and returns its token ids: the one prompt encoder of the
-// rollout (ModeAgent), the prompt filter, the ACI bootstrap and the warm
-// start.
+// PromptTokens encodes a question's agent prompt (ChatPrompt; family ""
+// means the tokenizer's): the one prompt encoder of the rollout (ModeAgent),
+// the prompt filter, the ACI bootstrap and the warm start.
 func PromptTokens(tok Tokenizer, family string, p Placement, question string) ([]int, error) {
 	if family == "" {
 		family = tok.Family()
@@ -22,12 +20,28 @@ func PromptTokens(tok Tokenizer, family string, p Placement, question string) ([
 	return encodePrompt(tok, family, msgs)
 }
 
-// encodePrompt renders messages with the family's chat template and the
-// generation prompt (Qwen3 with thinking disabled) and encodes them: the
-// prompt of every rollout.
-func encodePrompt(tok Tokenizer, family string, msgs []tokenizer.Message) ([]int, error) {
+// ChatPrompt renders a question's agent prompt as the model reads it:
+// PromptMessages with the placement, in the chat template of family with
+// the generation prompt (Qwen3 with thinking disabled).
+func ChatPrompt(family string, p Placement, question string) (string, error) {
+	msgs, err := PromptMessages(question, p)
+	if err != nil {
+		return "", err
+	}
+	return renderPrompt(family, msgs)
+}
+
+// renderPrompt renders messages with the family's chat template and the
+// generation prompt (Qwen3 with thinking disabled).
+func renderPrompt(family string, msgs []tokenizer.Message) (string, error) {
 	no := false
-	text, err := tokenizer.RenderChat(msgs, tokenizer.ChatOptions{Family: family, AddGenerationPrompt: true, EnableThinking: &no})
+	return tokenizer.RenderChat(msgs, tokenizer.ChatOptions{Family: family, AddGenerationPrompt: true, EnableThinking: &no})
+}
+
+// encodePrompt renders messages (renderPrompt) and encodes them: the prompt
+// of every rollout.
+func encodePrompt(tok Tokenizer, family string, msgs []tokenizer.Message) ([]int, error) {
+	text, err := renderPrompt(family, msgs)
 	if err != nil {
 		return nil, err
 	}

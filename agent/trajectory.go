@@ -63,10 +63,14 @@ type SearchCall struct {
 	Truncated bool `json:"truncated,omitempty"`
 }
 
-// Trajectory is one rollout. IDs, Mask and LogProbs are parallel arrays over
-// the whole sequence, prompt then response.
+// Trajectory is one rollout, the one record from the rollout to the learner
+// (train.Learner.Step reads it as it is; a supervised warm-start example is
+// a scripted trajectory with IDs, PromptLen and Mask set). IDs, Mask and
+// LogProbs are parallel arrays over the whole sequence, prompt then
+// response.
 type Trajectory struct {
-	// Question indexes the questions given to Run; Sample is 0..G−1.
+	// Question indexes the questions given to Run (the learner's GRPO
+	// group: the G samples of a question share it); Sample is 0..G−1.
 	Question   int    `json:"question"`
 	QuestionID string `json:"question_id"`
 	Sample     int    `json:"sample"`
@@ -81,7 +85,8 @@ type Trajectory struct {
 	Mask []uint8 `json:"mask"`
 	// LogProbs[i] = log π(IDs[i] | IDs[<i]) of the generated tokens under the
 	// sampling model at temperature 1 (the old policy of GRPO); 0 where
-	// Mask is 0.
+	// Mask is 0. It may be nil where no rollout sampled the trajectory (a
+	// warm-start example, or a learner that recomputes them).
 	LogProbs []float32 `json:"logprobs"`
 	// Observations are the appended spans, in order.
 	Observations []Span `json:"observations,omitempty"`
@@ -106,14 +111,34 @@ type Trajectory struct {
 	EM         bool   `json:"em"`
 }
 
-// Response returns the response tokens, IDs[PromptLen:].
+// ResponseIDs returns the response tokens, IDs[PromptLen:].
 func (t *Trajectory) ResponseIDs() []int { return t.IDs[t.PromptLen:] }
 
 // ResponseMask returns the loss mask of the response tokens.
 func (t *Trajectory) ResponseMask() []uint8 { return t.Mask[t.PromptLen:] }
 
-// ResponseLogProbs returns the log-probs of the response tokens.
-func (t *Trajectory) ResponseLogProbs() []float32 { return t.LogProbs[t.PromptLen:] }
+// ResponseLogProbs returns the log-probs of the response tokens (nil when
+// LogProbs is).
+func (t *Trajectory) ResponseLogProbs() []float32 {
+	if t.LogProbs == nil {
+		return nil
+	}
+	return t.LogProbs[t.PromptLen:]
+}
+
+// ResponseLen is the number of response tokens.
+func (t *Trajectory) ResponseLen() int { return len(t.IDs) - t.PromptLen }
+
+// PolicyTokens counts the tokens in the loss mask.
+func (t *Trajectory) PolicyTokens() int {
+	n := 0
+	for _, m := range t.Mask {
+		if m == 1 {
+			n++
+		}
+	}
+	return n
+}
 
 // AnswerNLL is the trajectory's ACI score under the rollout policy that
 // sampled it: ConfidenceScore of its recorded response log-probs.
@@ -129,12 +154,12 @@ func (t *Trajectory) AnswerNLL() float64 {
 //	s = −(1/|A|) Σ_{j∈A} log π_old(y_j | y_<j),
 //
 // where logps[j] is the log-prob of response token j, generated[j] says
-// whether the policy wrote token j (a loss mask: 1 or true; nil means every
+// whether the policy wrote token j (the loss mask: 1; nil means every
 // token) and span is the answer's [start, end) in response positions
 // (Trajectory.AnswerSpan). Retrieved tokens never count: without an answer
 // span the mean runs over the generated tokens (the official code's
 // fallback), and a response without any scores conformal.EmptyNLL.
-func ConfidenceScore[M bool | uint8](logps []float32, generated []M, span [2]int) float64 {
+func ConfidenceScore(logps []float32, generated []uint8, span [2]int) float64 {
 	if generated == nil {
 		return conformal.AnswerNLL(logps, span)
 	}
@@ -147,7 +172,7 @@ func ConfidenceScore[M bool | uint8](logps []float32, generated []M, span [2]int
 		if j == span[1] {
 			a[1] = len(gen)
 		}
-		if isGenerated(m) {
+		if m == 1 {
 			gen = append(gen, logps[j])
 		}
 	}
@@ -158,16 +183,6 @@ func ConfidenceScore[M bool | uint8](logps []float32, generated []M, span [2]int
 		a = [2]int{}
 	}
 	return conformal.AnswerNLL(gen, a)
-}
-
-func isGenerated[M bool | uint8](m M) bool {
-	switch v := any(m).(type) {
-	case bool:
-		return v
-	case uint8:
-		return v == 1
-	}
-	return false
 }
 
 // SearchCount is the number of executed searches.

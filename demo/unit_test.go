@@ -1,7 +1,6 @@
 package demo
 
 import (
-	"github.com/cas-engine/cas/train"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -266,16 +265,18 @@ func variantNames(c Config) []string {
 // randomTrajectories makes n trajectories of random tokens below vocab:
 // prompts of p0 + [0, pSpan) tokens, responses of r0 + [0, rSpan), each
 // response token the policy's when policy() says so.
-func randomTrajectories(rng *rand.Rand, n, p0, pSpan, r0, rSpan, vocab int, policy func() bool) []train.Trajectory {
-	var ex []train.Trajectory
+func randomTrajectories(rng *rand.Rand, n, p0, pSpan, r0, rSpan, vocab int, policy func() bool) []*agent.Trajectory {
+	var ex []*agent.Trajectory
 	for range n {
 		p, r := p0+rng.IntN(pSpan), r0+rng.IntN(rSpan)
-		e := train.Trajectory{PromptLen: p}
+		e := &agent.Trajectory{PromptLen: p}
 		for i := range p + r {
-			e.Tokens = append(e.Tokens, rng.IntN(vocab))
-			if i >= p {
-				e.LossMask = append(e.LossMask, policy())
+			e.IDs = append(e.IDs, rng.IntN(vocab))
+			m := uint8(0)
+			if i >= p && policy() {
+				m = 1
 			}
+			e.Mask = append(e.Mask, m)
 		}
 		ex = append(ex, e)
 	}

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/model/qwen"
-	"github.com/cas-engine/cas/train"
 )
 
 var errKilled = errors.New("killed (simulated)")
@@ -28,7 +28,7 @@ var errKilled = errors.New("killed (simulated)")
 type warmFixture struct {
 	t        *testing.T
 	qc       *qwen.Config
-	examples []train.Trajectory
+	examples []*agent.Trajectory
 	w        WarmSettings
 	tok      string
 	// afterStep is passed to the warm start (the SIGKILL test's child).

@@ -109,20 +109,20 @@ func spaceAfterTags(s string) string {
 // example builds a supervised example from prompt ids and segments, each
 // encoded on its own as the rollout appends it: generated text in the loss,
 // appended information blocks out of it, then EOS.
-func example(d *worldData, prompt []int, segs []world.Segment) train.Trajectory {
-	tr := train.Trajectory{Tokens: append([]int(nil), prompt...), PromptLen: len(prompt)}
+func example(d *worldData, prompt []int, segs []world.Segment) *agent.Trajectory {
+	tr := &agent.Trajectory{IDs: append([]int(nil), prompt...), PromptLen: len(prompt), Mask: make([]uint8, len(prompt))}
 	for _, s := range segs {
-		text := s.Text
+		text, inLoss := s.Text, uint8(0)
 		if !s.Retrieved {
-			text = spaceAfterTags(text)
+			text, inLoss = spaceAfterTags(text), 1
 		}
 		for _, id := range d.tok.Encode(text) {
-			tr.Tokens = append(tr.Tokens, id)
-			tr.LossMask = append(tr.LossMask, !s.Retrieved)
+			tr.IDs = append(tr.IDs, id)
+			tr.Mask = append(tr.Mask, inLoss)
 		}
 	}
-	tr.Tokens = append(tr.Tokens, d.eos)
-	tr.LossMask = append(tr.LossMask, true)
+	tr.IDs = append(tr.IDs, d.eos)
+	tr.Mask = append(tr.Mask, 1)
 	return tr
 }
 
@@ -135,7 +135,7 @@ func passageOf(doc search.Doc) world.Passage {
 // warmExamples builds the warm start's examples: every training question's
 // scripted trajectory, its searches answered by BM25 with APS truncation
 // by the calibration cal, plus direct-answer examples.
-func (r *runner) warmExamples(ctx context.Context, d *worldData, cal conformal.Calibration, rep *WarmReport) ([]train.Trajectory, error) {
+func (r *runner) warmExamples(ctx context.Context, d *worldData, cal conformal.Calibration, rep *WarmReport) ([]*agent.Trajectory, error) {
 	qs := d.w.Splits[world.Train]
 	hq := hopQueries(qs)
 	hits, err := r.retrieveAll(ctx, d.retriever, queriesOf(hq), r.cfg.APS.Candidates, "warm-start retrieval")
@@ -166,10 +166,10 @@ func (r *runner) warmExamples(ctx context.Context, d *worldData, cal conformal.C
 	if err != nil {
 		return nil, err
 	}
-	var out []train.Trajectory
+	var out []*agent.Trajectory
 	var tokens, policy, promptTok int
 	for i, q := range qs {
-		tr, err := world.Script(q, func(query string) []world.Passage { return kept[query] }, world.DefaultInformation)
+		tr, err := world.Script(q, func(query string) []world.Passage { return kept[query] }, agent.InfoCode)
 		if err != nil {
 			return nil, err
 		}
@@ -178,7 +178,7 @@ func (r *runner) warmExamples(ctx context.Context, d *worldData, cal conformal.C
 			continue
 		}
 		e := example(d, agentPrompts[i], tr.Segments)
-		tokens += len(e.Tokens)
+		tokens += len(e.IDs)
 		policy += e.PolicyTokens()
 		promptTok += e.PromptLen
 		out = append(out, e)
@@ -279,7 +279,7 @@ type warmRun struct {
 // committed save; rep carries the examples' statistics in and the report
 // out. It returns the trained policy (its final save committed) and the
 // trainer holding its optimiser.
-func (wr *warmRun) train(ctx context.Context, examples []train.Trajectory, rep *WarmReport) (*qwen.Model, *train.SFT, error) {
+func (wr *warmRun) train(ctx context.Context, examples []*agent.Trajectory, rep *WarmReport) (*qwen.Model, *train.SFT, error) {
 	w := wr.w
 	dir, st, resumed, err := wr.saver.latest()
 	if err != nil {

@@ -4,8 +4,6 @@
 package qa
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +11,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/cas-engine/cas/internal/jsonl"
 )
 
 // Record is one question of a QA data set with its gold answers: a
@@ -66,26 +66,20 @@ func loadFile(path string) ([]Record, error) {
 // 1-based line number) and optional "data_source". Blank lines are skipped;
 // errors name name:line.
 func ReadJSONL(r io.Reader, name string) ([]Record, error) {
-	br := bufio.NewReaderSize(r, 1<<16)
 	var out []Record
-	for line := 1; ; line++ {
-		b, err := br.ReadBytes('\n')
-		if err != nil && err != io.EOF {
-			return nil, fmt.Errorf("%s:%d: %w", name, line, err)
+	err := jsonl.Lines(r, name, func(line int, b []byte, _ bool) error {
+		p, err := parseLine(b)
+		if err != nil {
+			return err
 		}
-		if t := bytes.TrimSpace(b); len(t) > 0 {
-			p, perr := parseLine(t)
-			if perr != nil {
-				return nil, fmt.Errorf("%s:%d: %w", name, line, perr)
-			}
-			if p.ID == "" {
-				p.ID = strconv.Itoa(line)
-			}
-			out = append(out, p)
+		if p.ID == "" {
+			p.ID = strconv.Itoa(line)
 		}
-		if err == io.EOF {
-			break
-		}
+		out = append(out, p)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s: no questions", name)

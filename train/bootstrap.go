@@ -81,7 +81,7 @@ func BootstrapScores(m *qwen.Model, tok agent.Tokenizer, prompts []qa.Record, cf
 		}
 		for _, r := range res {
 			lo, hi := agent.AnswerTokens(tok, r.IDs, tok.Decode(r.IDs, true))
-			scores = append(scores, agent.ConfidenceScore[bool](r.LogProbs, nil, [2]int{lo, hi}))
+			scores = append(scores, agent.ConfidenceScore(r.LogProbs, nil, [2]int{lo, hi}))
 		}
 		if bar != nil {
 			_ = bar.Add(len(batch))

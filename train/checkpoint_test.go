@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/conformal"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/safetensors"
@@ -183,9 +184,10 @@ func TestMetricsTruncateAndRead(t *testing.T) {
 }
 
 func TestNewStepMetrics(t *testing.T) {
-	trajs := []Trajectory{
-		{Tokens: make([]int, 10), PromptLen: 4, LossMask: []bool{true, true, false, false, true, true}, Reward: 1, EM: true, Valid: true, SearchCalls: 2, DocsPerSearch: []int{3, 1}, Turns: 3, RedundantSearches: 1},
-		{Tokens: make([]int, 6), PromptLen: 4, LossMask: []bool{true, true}, Reward: 0, Turns: 1},
+	trajs := []*agent.Trajectory{
+		{IDs: make([]int, 10), PromptLen: 4, Mask: []uint8{0, 0, 0, 0, 1, 1, 0, 0, 1, 1}, Outcome: agent.Outcome{Reward: 1, Valid: true}, EM: true,
+			Searches: []agent.SearchCall{{Kept: make([]string, 3)}, {Kept: make([]string, 1)}}, Turns: 3},
+		{IDs: make([]int, 6), PromptLen: 4, Mask: []uint8{0, 0, 0, 0, 1, 1}, Turns: 1},
 	}
 	res := &StepResult{Advantages: []float64{0.7, -0.7}, Scores: []float64{1, 3}, HasACI: true,
 		ACI: conformal.ACIStep{Alpha: 0.25, QHat: 2, AlphaNext: 0.24}, LowConfidence: 0.5, GradNorm: 1.5}

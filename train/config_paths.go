@@ -1,12 +1,12 @@
 package train
 
 import (
-	"github.com/cas-engine/cas/internal/atomicfile"
 	"path/filepath"
 	"slices"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/cas-engine/cas/internal/atomicfile"
 	"github.com/cas-engine/cas/internal/relpath"
 )
 

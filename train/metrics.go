@@ -1,7 +1,6 @@
 package train
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -12,7 +11,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/conformal"
+	"github.com/cas-engine/cas/internal/jsonl"
 )
 
 // MetricsFile is the per-step metrics log of a run: one JSON object per line.
@@ -80,24 +81,23 @@ func (m StepMetrics) WithoutTiming() StepMetrics {
 }
 
 // NewStepMetrics summarises a step's trajectories and update.
-func NewStepMetrics(step int, trajs []Trajectory, res *StepResult, rollout, total time.Duration) StepMetrics {
+func NewStepMetrics(step int, trajs []*agent.Trajectory, res *StepResult, rollout, total time.Duration) StepMetrics {
 	m := StepMetrics{Step: step, Trajectories: len(trajs)}
 	n := float64(len(trajs))
 	searches, docs := 0, 0
 	respTokens := 0
-	for i := range trajs {
-		t := &trajs[i]
-		m.Reward += t.Reward
+	for _, t := range trajs {
+		m.Reward += t.Outcome.Reward
 		if t.EM {
 			m.EM++
 		}
-		if t.Valid {
+		if t.Outcome.Valid {
 			m.FormatValid++
 		}
-		searches += t.SearchCalls
-		m.Redundant += float64(t.RedundantSearches)
-		for _, d := range t.DocsPerSearch {
-			docs += d
+		searches += len(t.Searches)
+		m.Redundant += float64(agent.RedundantSearches(t.Searches))
+		for _, c := range t.Searches {
+			docs += len(c.Kept)
 		}
 		m.Turns += float64(t.Turns)
 		respTokens += t.ResponseLen()
@@ -106,7 +106,7 @@ func NewStepMetrics(step int, trajs []Trajectory, res *StepResult, rollout, tota
 	if n > 0 {
 		mean := m.Reward / n
 		for i := range trajs {
-			d := trajs[i].Reward - mean
+			d := trajs[i].Outcome.Reward - mean
 			m.RewardStd += d * d
 		}
 		m.RewardStd = math.Sqrt(m.RewardStd / n)
@@ -233,26 +233,20 @@ func ReadMetrics(path string) ([]StepMetrics, error) {
 }
 
 func readMetrics(r io.Reader, name string) ([]StepMetrics, error) {
-	br := bufio.NewReaderSize(r, 1<<16)
 	var out []StepMetrics
-	for line := 1; ; line++ {
-		b, err := br.ReadBytes('\n')
-		if err != nil && err != io.EOF {
-			return nil, fmt.Errorf("%s:%d: %w", name, line, err)
-		}
-		if t := bytes.TrimSpace(b); len(t) > 0 {
-			var m StepMetrics
-			if jerr := json.Unmarshal(t, &m); jerr != nil {
-				if err == io.EOF {
-					break // a torn last line
-				}
-				return nil, fmt.Errorf("%s:%d: %w", name, line, jerr)
+	err := jsonl.Lines(r, name, func(_ int, b []byte, last bool) error {
+		var m StepMetrics
+		if err := json.Unmarshal(b, &m); err != nil {
+			if last {
+				return jsonl.ErrStop // a torn last line
 			}
-			out = append(out, m)
+			return err
 		}
-		if err == io.EOF {
-			break
-		}
+		out = append(out, m)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -1,5 +1,7 @@
 package train
 
+import "github.com/cas-engine/cas/agent"
+
 // packed is a micro-batch of trajectories laid out as the training and
 // scoring graphs take it: rows right-padded to a common bucketed length T,
 // padded with empty rows up to a fixed row count so that one compiled graph
@@ -29,10 +31,10 @@ func seqBucket(n int) int {
 }
 
 // packRows lays out trajectories trajs[idx] for idx in index into rows rows.
-func packRows(trajs []Trajectory, index []int, rows int) *packed {
+func packRows(trajs []*agent.Trajectory, index []int, rows int) *packed {
 	longest := 1
 	for _, i := range index {
-		longest = max(longest, len(trajs[i].Tokens))
+		longest = max(longest, len(trajs[i].IDs))
 	}
 	t := seqBucket(longest)
 	p := &packed{
@@ -43,16 +45,16 @@ func packRows(trajs []Trajectory, index []int, rows int) *packed {
 		respMaskI: make([]int32, rows*t),
 	}
 	for r, i := range index {
-		tr := &trajs[i]
+		tr := trajs[i]
 		base := r * t
-		for j, id := range tr.Tokens {
+		for j, id := range tr.IDs {
 			p.ids[base+j] = int32(id)
 			p.attn[base+j] = 1
 		}
-		for j, m := range tr.LossMask {
-			if m {
-				p.lossMask[base+tr.PromptLen+j] = 1
-				p.respMaskI[base+tr.PromptLen+j] = 1
+		for j, m := range tr.Mask {
+			if m == 1 {
+				p.lossMask[base+j] = 1
+				p.respMaskI[base+j] = 1
 			}
 		}
 	}
@@ -60,17 +62,17 @@ func packRows(trajs []Trajectory, index []int, rows int) *packed {
 }
 
 // responseOf copies the response part of row r of a [rows, T] matrix.
-func (p *packed) responseOf(m []float32, r int, tr *Trajectory) []float32 {
+func (p *packed) responseOf(m []float32, r int, tr *agent.Trajectory) []float32 {
 	base := r*p.seqLen + tr.PromptLen
 	return append([]float32(nil), m[base:base+tr.ResponseLen()]...)
 }
 
 // spread spreads per-response-token values of each row's trajectory into
 // a [rows, T] matrix (0 elsewhere).
-func (p *packed) spread(trajs []Trajectory, values func(i int) []float32) []float32 {
+func (p *packed) spread(trajs []*agent.Trajectory, values func(i int) []float32) []float32 {
 	out := make([]float32, p.rows*p.seqLen)
 	for r, i := range p.index {
-		tr := &trajs[i]
+		tr := trajs[i]
 		copy(out[r*p.seqLen+tr.PromptLen:], values(i))
 	}
 	return out

@@ -11,6 +11,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 
+	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/internal/sharedtest"
 	"github.com/cas-engine/cas/model/qwen"
 )
@@ -42,17 +43,17 @@ func loadPolicy(t testing.TB, name string, p qwen.Precision) *qwen.Model {
 // lossAndGrads returns the mean teacher-forced NLL of trajs' response
 // tokens and its gradient with respect to every weight, flattened in
 // context order, with the gradients' dtypes.
-func lossAndGrads(t *testing.T, m *qwen.Model, trajs []Trajectory) (float64, []float64, []dtypes.DType) {
+func lossAndGrads(t *testing.T, m *qwen.Model, trajs []*agent.Trajectory) (float64, []float64, []dtypes.DType) {
 	t.Helper()
 	b, seqLen := len(trajs), 0
 	for _, tr := range trajs {
-		seqLen = max(seqLen, len(tr.Tokens))
+		seqLen = max(seqLen, len(tr.IDs))
 	}
 	ids, attn, resp := make([]int32, b*seqLen), make([]int32, b*seqLen), make([]float32, b*seqLen)
 	for i, tr := range trajs {
-		for j, id := range tr.Tokens {
+		for j, id := range tr.IDs {
 			ids[i*seqLen+j], attn[i*seqLen+j] = int32(id), 1
-			if j >= tr.PromptLen && tr.LossMask[j-tr.PromptLen] {
+			if tr.Mask[j] == 1 {
 				resp[i*seqLen+j] = 1
 			}
 		}

@@ -79,7 +79,7 @@ type Trainer struct {
 	droppedPrompts int
 	// beforeUpdate, when set (tests), sees each step's trajectories before
 	// the update.
-	beforeUpdate func(step int, trajs []Trajectory)
+	beforeUpdate func(step int, trajs []*agent.Trajectory)
 }
 
 // NewTrainer starts a fresh run in runDir (created; it must not hold a run
@@ -474,7 +474,7 @@ func (t *Trainer) trainStep(ctx context.Context) (StepMetrics, error) {
 	if chunk <= 0 {
 		chunk = len(qs)
 	}
-	trajs := make([]Trajectory, 0, len(qs)*t.cfg.Rollout.GroupSize)
+	trajs := make([]*agent.Trajectory, 0, len(qs)*t.cfg.Rollout.GroupSize)
 	for off := 0; off < len(qs); off += chunk {
 		// Each chunk samples with its own seed, derived from the step's.
 		ats, err := t.runner.Run(ctx, qs[off:min(off+chunk, len(qs))], t.cfg.Rollout.GroupSize, seed+uint64(off)*0x9e3779b97f4a7c15)
@@ -482,9 +482,8 @@ func (t *Trainer) trainStep(ctx context.Context) (StepMetrics, error) {
 			return StepMetrics{}, fmt.Errorf("rollouts of prompts %d–%d: %w", off+1, min(off+chunk, len(qs)), err)
 		}
 		for _, a := range ats {
-			tr := FromAgent(a)
-			tr.Group += off
-			trajs = append(trajs, tr)
+			a.Question += off // the GRPO group: the question's index in the step
+			trajs = append(trajs, a)
 		}
 	}
 	rollout := time.Since(start)
@@ -498,27 +497,6 @@ func (t *Trainer) trainStep(ctx context.Context) (StepMetrics, error) {
 	m := NewStepMetrics(t.step+1, trajs, res, rollout, time.Since(start))
 	m.Epoch, m.Run, m.ACIWeighted = epoch, t.cfg.Name, t.cfg.ACI.Enabled
 	return m, nil
-}
-
-// FromAgent converts a rollout into the learner's trajectory (group = the
-// question's index in its batch).
-func FromAgent(a *agent.Trajectory) Trajectory {
-	mask := a.ResponseMask()
-	lm := make([]bool, len(mask))
-	for i, m := range mask {
-		lm[i] = m == 1
-	}
-	docs := make([]int, len(a.Searches))
-	for i, s := range a.Searches {
-		docs[i] = len(s.Kept)
-	}
-	return Trajectory{
-		Group: a.Question, Tokens: a.IDs, PromptLen: a.PromptLen, LossMask: lm,
-		OldLogProbs: a.ResponseLogProbs(), AnswerSpan: a.AnswerSpan,
-		Reward: a.Outcome.Reward, EM: a.EM, Valid: a.Outcome.Valid,
-		SearchCalls: len(a.Searches), DocsPerSearch: docs, Turns: a.Turns,
-		RedundantSearches: agent.RedundantSearches(a.Searches),
-	}
 }
 
 func (t *Trainer) checkpointIfNew() error {

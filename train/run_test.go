@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/internal/sharedtest"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/tokenizer"
@@ -235,13 +236,13 @@ func TestRunStopsOnNaN(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr.beforeUpdate = func(step int, trajs []Trajectory) {
+	tr.beforeUpdate = func(step int, trajs []*agent.Trajectory) {
 		if step != 2 {
 			return
 		}
-		for j, m := range trajs[0].LossMask {
-			if m {
-				trajs[0].OldLogProbs[j] = float32(math.NaN())
+		for j, m := range trajs[0].Mask {
+			if m == 1 {
+				trajs[0].LogProbs[j] = float32(math.NaN())
 				return
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 
+	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/model/qwen"
 )
 
@@ -156,13 +157,13 @@ func WeightedNextTokenLoss(ctx *context.Context, c *qwen.Config, head, ids, attn
 // epoch draws the batches of one pass: examples shuffled, cut into pools of
 // 16 batches, each pool sorted by length and cut into batches, the batches
 // shuffled.
-func (s *SFT) epoch(ex []Trajectory) {
+func (s *SFT) epoch(ex []*agent.Trajectory) {
 	perm := s.rng.Perm(len(ex))
 	pool := 16 * s.batch
 	s.order = s.order[:0]
 	for off := 0; off+s.batch <= len(perm); off += pool {
 		p := slices.Clone(perm[off:min(off+pool, len(perm))])
-		slices.SortFunc(p, func(a, b int) int { return len(ex[a].Tokens) - len(ex[b].Tokens) })
+		slices.SortFunc(p, func(a, b int) int { return len(ex[a].IDs) - len(ex[b].IDs) })
 		for i := 0; i+s.batch <= len(p); i += s.batch {
 			s.order = append(s.order, p[i:i+s.batch])
 		}
@@ -235,12 +236,12 @@ type sftBatch struct {
 
 // assembleSFT builds the batch of rows: the policy tokens at weight 1 and,
 // when envWeight λ > 0, every environment token at weight λ.
-func assembleSFT(ex []Trajectory, rows []int, envWeight float64) sftBatch {
+func assembleSFT(ex []*agent.Trajectory, rows []int, envWeight float64) sftBatch {
 	longest, n, env := 0, 0, 0
 	for _, i := range rows {
-		longest = max(longest, len(ex[i].Tokens))
+		longest = max(longest, len(ex[i].IDs))
 		n += ex[i].PolicyTokens()
-		env += len(ex[i].Tokens) - 1 - ex[i].PolicyTokens()
+		env += len(ex[i].IDs) - 1 - ex[i].PolicyTokens()
 	}
 	if envWeight == 0 {
 		env = 0
@@ -256,30 +257,30 @@ func assembleSFT(ex []Trajectory, rows []int, envWeight float64) sftBatch {
 	bs.w, bs.pm = make([]float32, bs.n), make([]float32, bs.n)
 	c := 0
 	for r, i := range rows {
-		e := &ex[i]
-		for j, id := range e.Tokens {
+		e := ex[i]
+		for j, id := range e.IDs {
 			bs.ids[r*t+j] = int32(id)
 			bs.attn[r*t+j] = 1
 		}
-		for at := 1; at < len(e.Tokens); at++ { // the target's position; it is predicted from at−1
-			policy := at >= e.PromptLen && e.LossMask[at-e.PromptLen]
+		for at := 1; at < len(e.IDs); at++ { // the target's position; it is predicted from at−1
+			policy := e.Mask[at] == 1
 			if !policy && env == 0 {
 				continue
 			}
-			bs.pos[c], bs.tgt[c], bs.w[c] = int32(r*t+at-1), int32(e.Tokens[at]), float32(envWeight)
+			bs.pos[c], bs.tgt[c], bs.w[c] = int32(r*t+at-1), int32(e.IDs[at]), float32(envWeight)
 			if policy {
 				bs.w[c], bs.pm[c] = 1, 1
 			}
 			c++
 		}
-		bs.tokens += len(e.Tokens)
+		bs.tokens += len(e.IDs)
 	}
 	return bs
 }
 
 // Step takes one optimiser step at learning rate lr on the next batch and
 // returns its cross-entropy (before the update) and its token counts.
-func (s *SFT) Step(ex []Trajectory, lr float64) (loss float64, tokens, policy int, err error) {
+func (s *SFT) Step(ex []*agent.Trajectory, lr float64) (loss float64, tokens, policy int, err error) {
 	if len(ex) < s.batch {
 		return 0, 0, 0, fmt.Errorf("sft: %d examples for a batch of %d", len(ex), s.batch)
 	}

@@ -86,7 +86,7 @@ func TestAssembleWeights(t *testing.T) {
 	policy, env := 0, 0
 	for _, e := range ex {
 		policy += e.PolicyTokens()
-		env += len(e.Tokens) - 1 - e.PolicyTokens()
+		env += len(e.IDs) - 1 - e.PolicyTokens()
 	}
 	for _, lambda := range []float64{0, 0.25} {
 		bs := assembleSFT(ex, rows, lambda)
@@ -109,11 +109,11 @@ func TestAssembleWeights(t *testing.T) {
 			entries++
 			p := bs.pos[i]
 			r, at := int(p)/bs.t, int(p)%bs.t+1
-			if seen[p] || bs.tgt[i] != int32(ex[r].Tokens[at]) {
+			if seen[p] || bs.tgt[i] != int32(ex[r].IDs[at]) {
 				t.Fatalf("λ=%g: entry %d (row %d, target position %d) repeated or with the wrong target", lambda, i, r, at)
 			}
 			seen[p] = true
-			isPolicy := at >= ex[r].PromptLen && ex[r].LossMask[at-ex[r].PromptLen]
+			isPolicy := at >= ex[r].PromptLen && ex[r].Mask[at] == 1
 			want := float32(lambda)
 			if isPolicy {
 				want = 1

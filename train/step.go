@@ -3,7 +3,6 @@ package train
 import (
 	"errors"
 	"fmt"
-	"github.com/cas-engine/cas/agent"
 	"math"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 
+	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/conformal"
 	"github.com/cas-engine/cas/model/qwen"
 )
@@ -207,13 +207,13 @@ type StepResult struct {
 // On a NaN or ±Inf loss or gradient norm it returns an error wrapping
 // ErrNonFinite that names the epoch and mini-batch; the offending
 // mini-batch changed no weight (earlier mini-batches of the step did).
-func (l *Learner) Step(trajs []Trajectory) (*StepResult, error) {
+func (l *Learner) Step(trajs []*agent.Trajectory) (*StepResult, error) {
 	if len(trajs) == 0 {
 		return nil, errors.New("learner step: no trajectories")
 	}
 	needOld := !l.cfg.RecomputeOldLogProbs
 	for i := range trajs {
-		if err := trajs[i].validate(l.policy.Config.VocabSize, needOld); err != nil {
+		if err := checkTrajectory(trajs[i], l.policy.Config.VocabSize, needOld); err != nil {
 			return nil, fmt.Errorf("learner step: trajectory %d: %w", i, err)
 		}
 	}
@@ -232,7 +232,7 @@ func (l *Learner) Step(trajs []Trajectory) (*StepResult, error) {
 				return nil, fmt.Errorf("learner step: old log-probs: %w", err)
 			}
 			for r, i := range idx {
-				old[i] = p.responseOf(lp, r, &trajs[i])
+				old[i] = p.responseOf(lp, r, trajs[i])
 			}
 		}
 		if l.useRef {
@@ -241,13 +241,13 @@ func (l *Learner) Step(trajs []Trajectory) (*StepResult, error) {
 				return nil, fmt.Errorf("learner step: reference log-probs: %w", err)
 			}
 			for r, i := range idx {
-				ref[i] = p.responseOf(lp, r, &trajs[i])
+				ref[i] = p.responseOf(lp, r, trajs[i])
 			}
 		}
 	}
 	for i := range trajs {
 		if !l.cfg.RecomputeOldLogProbs {
-			old[i] = trajs[i].OldLogProbs
+			old[i] = trajs[i].ResponseLogProbs()
 		}
 		res.PolicyTokens += trajs[i].PolicyTokens()
 	}
@@ -256,7 +256,7 @@ func (l *Learner) Step(trajs []Trajectory) (*StepResult, error) {
 	// ACI: scores under the rollout policy → q_t, err_t, ω, α update.
 	res.Scores = make([]float64, len(trajs))
 	for i := range trajs {
-		res.Scores[i] = agent.ConfidenceScore(old[i], trajs[i].LossMask, trajs[i].AnswerSpan)
+		res.Scores[i] = agent.ConfidenceScore(old[i], trajs[i].ResponseMask(), trajs[i].AnswerSpan)
 		if math.IsNaN(res.Scores[i]) || math.IsInf(res.Scores[i], 0) {
 			return nil, fmt.Errorf("learner step: trajectory %d: ACI score (answer-span NLL under the rollout policy) is %v: %w", i, res.Scores[i], ErrNonFinite)
 		}
@@ -281,8 +281,8 @@ func (l *Learner) Step(trajs []Trajectory) (*StepResult, error) {
 	rewards := make([]float32, len(trajs))
 	groups := make([]int, len(trajs))
 	for i := range trajs {
-		rewards[i] = float32(trajs[i].Reward)
-		groups[i] = trajs[i].Group
+		rewards[i] = float32(trajs[i].Outcome.Reward)
+		groups[i] = trajs[i].Question
 	}
 	adv, err := GroupAdvantagesByID(rewards, groups)
 	if err != nil {
@@ -361,11 +361,11 @@ func (l *Learner) Step(trajs []Trajectory) (*StepResult, error) {
 
 // miniBatches splits trajectory indices into mini-batches of
 // MiniBatchGroups groups, groups ordered by first appearance.
-func (l *Learner) miniBatches(trajs []Trajectory) [][]int {
+func (l *Learner) miniBatches(trajs []*agent.Trajectory) [][]int {
 	var order []int
 	members := map[int][]int{}
 	for i := range trajs {
-		g := trajs[i].Group
+		g := trajs[i].Question
 		if _, ok := members[g]; !ok {
 			order = append(order, g)
 		}
@@ -387,7 +387,7 @@ func (l *Learner) miniBatches(trajs []Trajectory) [][]int {
 }
 
 // microBatches splits all trajectory indices into micro-batches, in order.
-func (l *Learner) microBatches(trajs []Trajectory) [][]int {
+func (l *Learner) microBatches(trajs []*agent.Trajectory) [][]int {
 	var out [][]int
 	for off := 0; off < len(trajs); off += l.cfg.MicroBatch {
 		idx := make([]int, 0, l.cfg.MicroBatch)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/conformal"
 	"github.com/cas-engine/cas/internal/sharedtest"
 	"github.com/cas-engine/cas/model/qwen"
@@ -27,9 +28,9 @@ func tinyModel(t testing.TB, name string) *qwen.Model {
 // prompt, a generated turn, a retrieved block (out of the loss), a final
 // generated turn whose last tokens are the answer span; rewards vary within
 // each group.
-func synthTrajectories(seed uint64, vocab, groups, g int) []Trajectory {
+func synthTrajectories(seed uint64, vocab, groups, g int) []*agent.Trajectory {
 	rng := rand.New(rand.NewPCG(seed, 7))
-	var out []Trajectory
+	var out []*agent.Trajectory
 	for grp := range groups {
 		promptLen := 4 + rng.IntN(6)
 		prompt := make([]int, promptLen)
@@ -38,20 +39,23 @@ func synthTrajectories(seed uint64, vocab, groups, g int) []Trajectory {
 		}
 		for k := range g {
 			gen1, info, gen2 := 3+rng.IntN(5), 2+rng.IntN(6), 3+rng.IntN(5)
-			tr := Trajectory{Group: grp, PromptLen: promptLen, Tokens: append([]int(nil), prompt...)}
+			tr := &agent.Trajectory{Question: grp, PromptLen: promptLen, IDs: append([]int(nil), prompt...), Mask: make([]uint8, promptLen)}
 			for range gen1 + info + gen2 {
-				tr.Tokens = append(tr.Tokens, rng.IntN(vocab))
+				tr.IDs = append(tr.IDs, rng.IntN(vocab))
 			}
 			for j := range gen1 + info + gen2 {
-				tr.LossMask = append(tr.LossMask, j < gen1 || j >= gen1+info)
+				m := uint8(0) // the retrieved block is out of the loss
+				if j < gen1 || j >= gen1+info {
+					m = 1
+				}
+				tr.Mask = append(tr.Mask, m)
 			}
 			n := gen1 + info + gen2
 			tr.AnswerSpan = [2]int{n - 2, n}
-			tr.Reward = []float64{0, 0.1, 0.2, 1}[(grp+k)%4]
-			tr.EM = tr.Reward == 1
-			tr.Valid = tr.Reward >= 0.2
-			tr.SearchCalls = 1
-			tr.DocsPerSearch = []int{1 + k%3}
+			tr.Outcome.Reward = []float64{0, 0.1, 0.2, 1}[(grp+k)%4]
+			tr.EM = tr.Outcome.Reward == 1
+			tr.Outcome.Valid = tr.Outcome.Reward >= 0.2
+			tr.Searches = []agent.SearchCall{{Kept: make([]string, 1+k%3)}}
 			out = append(out, tr)
 		}
 	}
@@ -209,18 +213,18 @@ func TestLearnerRejectsBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	good := func() []Trajectory { return synthTrajectories(1, 384, 1, 2) }
-	cases := map[string]func([]Trajectory){
-		"mask length":  func(tr []Trajectory) { tr[0].LossMask = tr[0].LossMask[1:] },
-		"old logprobs": func(tr []Trajectory) { tr[1].OldLogProbs = nil },
-		"token id":     func(tr []Trajectory) { tr[0].Tokens[0] = -1 },
-		"reward":       func(tr []Trajectory) { tr[0].Reward = math.Inf(1) },
-		"short tokens": func(tr []Trajectory) { tr[0].Tokens = tr[0].Tokens[:tr[0].PromptLen-1] },
+	good := func() []*agent.Trajectory { return synthTrajectories(1, 384, 1, 2) }
+	cases := map[string]func([]*agent.Trajectory){
+		"mask length":  func(tr []*agent.Trajectory) { tr[0].Mask = tr[0].Mask[1:] },
+		"old logprobs": func(tr []*agent.Trajectory) { tr[1].LogProbs = nil },
+		"token id":     func(tr []*agent.Trajectory) { tr[0].IDs[0] = -1 },
+		"reward":       func(tr []*agent.Trajectory) { tr[0].Outcome.Reward = math.Inf(1) },
+		"short tokens": func(tr []*agent.Trajectory) { tr[0].IDs = tr[0].IDs[:tr[0].PromptLen-1] },
 	}
 	for name, mutate := range cases {
 		tr := good()
 		for i := range tr {
-			tr[i].OldLogProbs = make([]float32, tr[i].ResponseLen())
+			tr[i].LogProbs = make([]float32, len(tr[i].IDs))
 		}
 		mutate(tr)
 		if _, err := l.Step(tr); err == nil {
@@ -231,9 +235,9 @@ func TestLearnerRejectsBadInput(t *testing.T) {
 	// member of its group: no loss tokens, score EmptyNLL.
 	empty := good()
 	for i := range empty {
-		empty[i].OldLogProbs = make([]float32, empty[i].ResponseLen())
+		empty[i].LogProbs = make([]float32, len(empty[i].IDs))
 	}
-	empty[0].Tokens, empty[0].LossMask, empty[0].OldLogProbs = empty[0].Tokens[:empty[0].PromptLen], nil, nil
+	empty[0].IDs, empty[0].Mask, empty[0].LogProbs = empty[0].IDs[:empty[0].PromptLen], empty[0].Mask[:empty[0].PromptLen], empty[0].LogProbs[:empty[0].PromptLen]
 	if res, err := l.Step(empty); err != nil {
 		t.Errorf("empty response rejected: %v", err)
 	} else if res.Scores[0] != conformal.EmptyNLL {
@@ -244,9 +248,9 @@ func TestLearnerRejectsBadInput(t *testing.T) {
 	before := weightValues(t, m, w)
 	tr := good()
 	for i := range tr {
-		tr[i].OldLogProbs = make([]float32, tr[i].ResponseLen())
+		tr[i].LogProbs = make([]float32, len(tr[i].IDs))
 	}
-	tr[1].OldLogProbs[0] = float32(math.NaN())
+	tr[1].LogProbs[tr[1].PromptLen] = float32(math.NaN())
 	if _, err := l.Step(tr); !errors.Is(err, ErrNonFinite) {
 		t.Fatalf("NaN step: err = %v, want ErrNonFinite", err)
 	}

@@ -3,78 +3,41 @@ package train
 import (
 	"fmt"
 	"math"
+
+	"github.com/cas-engine/cas/agent"
 )
 
-// Trajectory is one sampled search-agent episode as the learner consumes it:
-// the rendered prompt followed by everything the agent appended — its own
-// generated turns and the retrieved <information> blocks.
-type Trajectory struct {
-	// Group identifies the prompt: the G trajectories of one prompt share it
-	// (GRPO's group, verl's uid).
-	Group int `json:"group"`
-	// Tokens is the prompt followed by the response.
-	Tokens []int `json:"tokens"`
-	// PromptLen is the number of prompt tokens at the start of Tokens.
-	PromptLen int `json:"prompt_len"`
-	// LossMask has one entry per response token (Tokens[PromptLen:]): true on
-	// tokens the policy generated, false on retrieved (information-block)
-	// tokens. Prompt tokens are never in the loss.
-	LossMask []bool `json:"loss_mask"`
-	// OldLogProbs are log π_old of each response token under the rollout
-	// policy, as sampled. They may be nil when the learner recomputes them
-	// (LearnerConfig.RecomputeOldLogProbs); entries where LossMask is false
-	// are ignored.
-	OldLogProbs []float32 `json:"old_logprobs,omitempty"`
-	// AnswerSpan is the response-token range [start, end) of the content of
-	// the first <answer>…</answer>; start ≥ end means there is none.
-	AnswerSpan [2]int `json:"answer_span"`
+// The learner trains on agent.Trajectory, the rollout's own record: its
+// Question is the GRPO group (the G trajectories of a prompt share it),
+// IDs the prompt followed by the response, Mask the loss mask (1 on tokens
+// the policy generated; 0 on the prompt and on retrieved information
+// blocks, which are never in the loss), LogProbs log π_old as sampled (may
+// be nil when LearnerConfig.RecomputeOldLogProbs), AnswerSpan the answer's
+// response positions for the ACI score and Outcome.Reward the reward of
+// Eq. 5. A supervised warm-start example is the same record with IDs,
+// PromptLen and Mask set.
 
-	// Reward is the rule reward of the response (paper Eq. 5).
-	Reward float64 `json:"reward"`
-	// EM and Valid are the reward's exact match and format validity.
-	EM    bool `json:"em"`
-	Valid bool `json:"valid"`
-	// SearchCalls is the number of searches executed, DocsPerSearch the
-	// number of passages kept by APS (or fixed k) for each.
-	SearchCalls   int   `json:"search_calls"`
-	DocsPerSearch []int `json:"docs_per_search,omitempty"`
-	// RedundantSearches counts the searches that repeat an earlier query or
-	// keep only passages already shown (agent.RedundantSearches).
-	RedundantSearches int `json:"redundant_searches,omitempty"`
-	// Turns is the number of assistant generations.
-	Turns int `json:"turns"`
-}
-
-// ResponseLen is the number of response tokens.
-func (t *Trajectory) ResponseLen() int { return len(t.Tokens) - t.PromptLen }
-
-// PolicyTokens counts the response tokens inside the loss mask.
-func (t *Trajectory) PolicyTokens() int {
-	n := 0
-	for _, m := range t.LossMask {
-		if m {
-			n++
-		}
-	}
-	return n
-}
-
-// validate checks the trajectory's internal consistency against a
-// vocabulary size; needOld says whether OldLogProbs must be present.
-func (t *Trajectory) validate(vocab int, needOld bool) error {
+// checkTrajectory checks a trajectory's internal consistency against a
+// vocabulary size; needOld says whether its log-probs must be present.
+func checkTrajectory(t *agent.Trajectory, vocab int, needOld bool) error {
 	switch {
 	case t.PromptLen < 1:
 		return fmt.Errorf("prompt length %d < 1", t.PromptLen)
-	case len(t.Tokens) < t.PromptLen:
-		return fmt.Errorf("%d tokens, fewer than the prompt's %d", len(t.Tokens), t.PromptLen)
-	case len(t.LossMask) != t.ResponseLen():
-		return fmt.Errorf("loss mask has %d entries for %d response tokens", len(t.LossMask), t.ResponseLen())
-	case needOld && len(t.OldLogProbs) != t.ResponseLen():
-		return fmt.Errorf("%d old log-probs for %d response tokens", len(t.OldLogProbs), t.ResponseLen())
-	case math.IsNaN(t.Reward) || math.IsInf(t.Reward, 0):
-		return fmt.Errorf("reward is %v", t.Reward)
+	case len(t.IDs) < t.PromptLen:
+		return fmt.Errorf("%d tokens, fewer than the prompt's %d", len(t.IDs), t.PromptLen)
+	case len(t.Mask) != len(t.IDs):
+		return fmt.Errorf("loss mask has %d entries for %d tokens", len(t.Mask), len(t.IDs))
+	case needOld && len(t.LogProbs) != len(t.IDs):
+		return fmt.Errorf("%d old log-probs for %d tokens", len(t.LogProbs), len(t.IDs))
+	case math.IsNaN(t.Outcome.Reward) || math.IsInf(t.Outcome.Reward, 0):
+		return fmt.Errorf("reward is %v", t.Outcome.Reward)
 	}
-	for i, id := range t.Tokens {
+	for i, m := range t.Mask {
+		if m > 1 || (m == 1 && i < t.PromptLen) {
+			return fmt.Errorf("loss mask %d at token %d (want 0 on the prompt's %d tokens, 0 or 1 after)", m, i, t.PromptLen)
+		}
+	}
+	for i, id := range t.IDs {
 		if id < 0 || id >= vocab {
 			return fmt.Errorf("token %d: id %d outside the vocabulary [0, %d)", i, id, vocab)
 		}

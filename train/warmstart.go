@@ -1,8 +1,6 @@
 package train
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +16,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/cas-engine/cas/agent"
+	"github.com/cas-engine/cas/internal/jsonl"
 	"github.com/cas-engine/cas/model/qwen"
 )
 
@@ -70,10 +69,10 @@ type WarmStartResult struct {
 //
 // a token-mean over each batch, with gradients accumulated over
 // micro-batches and one AdamW step per batch. The demo uses it to teach a
-// tiny model the tag grammar before GRPO. Only Tokens, PromptLen and
-// LossMask of the examples are read. The optimiser state is deleted at the
+// tiny model the tag grammar before GRPO. Only IDs, PromptLen and
+// Mask of the examples are read. The optimiser state is deleted at the
 // end, so that a GRPO Learner built afterwards starts its own.
-func WarmStart(policy *qwen.Model, examples []Trajectory, cfg WarmStartConfig) (*WarmStartResult, error) {
+func WarmStart(policy *qwen.Model, examples []*agent.Trajectory, cfg WarmStartConfig) (*WarmStartResult, error) {
 	if cfg.MicroBatch == 0 {
 		cfg.MicroBatch = cfg.BatchSize
 	}
@@ -84,7 +83,7 @@ func WarmStart(policy *qwen.Model, examples []Trajectory, cfg WarmStartConfig) (
 		return nil, errors.New("warm start: no examples")
 	}
 	for i := range examples {
-		if err := examples[i].validate(policy.Config.VocabSize, false); err != nil {
+		if err := checkTrajectory(examples[i], policy.Config.VocabSize, false); err != nil {
 			return nil, fmt.Errorf("warm start: example %d: %w", i, err)
 		}
 		if examples[i].PolicyTokens() == 0 {
@@ -204,33 +203,33 @@ func InformationSpans(text string) [][2]int {
 // the way a rollout appends them — and only the generated pieces are in the
 // loss mask. eos, when ≥ 0, is appended as a generated token (so the model
 // learns to stop).
-func SupervisedExample(encode func(string) []int, promptIDs []int, response string, eos int) (Trajectory, error) {
+func SupervisedExample(encode func(string) []int, promptIDs []int, response string, eos int) (*agent.Trajectory, error) {
 	if len(promptIDs) == 0 {
-		return Trajectory{}, errors.New("supervised example: empty prompt")
+		return nil, errors.New("supervised example: empty prompt")
 	}
-	tr := Trajectory{Tokens: append([]int(nil), promptIDs...), PromptLen: len(promptIDs)}
-	add := func(s string, inLoss bool) {
+	tr := &agent.Trajectory{IDs: append([]int(nil), promptIDs...), PromptLen: len(promptIDs), Mask: make([]uint8, len(promptIDs))}
+	add := func(s string, inLoss uint8) {
 		if s == "" {
 			return
 		}
 		for _, id := range encode(s) {
-			tr.Tokens = append(tr.Tokens, id)
-			tr.LossMask = append(tr.LossMask, inLoss)
+			tr.IDs = append(tr.IDs, id)
+			tr.Mask = append(tr.Mask, inLoss)
 		}
 	}
 	prev := 0
 	for _, sp := range InformationSpans(response) {
-		add(response[prev:sp[0]], true)
-		add(response[sp[0]:sp[1]], false)
+		add(response[prev:sp[0]], 1)
+		add(response[sp[0]:sp[1]], 0)
 		prev = sp[1]
 	}
-	add(response[prev:], true)
+	add(response[prev:], 1)
 	if eos >= 0 {
-		tr.Tokens = append(tr.Tokens, eos)
-		tr.LossMask = append(tr.LossMask, true)
+		tr.IDs = append(tr.IDs, eos)
+		tr.Mask = append(tr.Mask, 1)
 	}
 	if tr.PolicyTokens() == 0 {
-		return Trajectory{}, errors.New("supervised example: nothing to learn in the response")
+		return nil, errors.New("supervised example: nothing to learn in the response")
 	}
 	return tr, nil
 }
@@ -248,40 +247,34 @@ type SupervisedLine struct {
 // (placement, chat family; Qwen3 without thinking), the response encoded by
 // SupervisedExample with eos appended (eos < 0: none). Every token id must
 // be below vocab.
-func LoadSupervised(path string, tok agent.Tokenizer, placement agent.Placement, family string, eos, vocab int) ([]Trajectory, error) {
+func LoadSupervised(path string, tok agent.Tokenizer, placement agent.Placement, family string, eos, vocab int) ([]*agent.Trajectory, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", path, err)
 	}
 	defer f.Close()
-	br := bufio.NewReaderSize(f, 1<<16)
-	var out []Trajectory
-	for line := 1; ; line++ {
-		b, rerr := br.ReadBytes('\n')
-		if rerr != nil && rerr != io.EOF {
-			return nil, fmt.Errorf("%s:%d: %w", path, line, rerr)
+	var out []*agent.Trajectory
+	err = jsonl.Lines(f, path, func(_ int, b []byte, _ bool) error {
+		var l SupervisedLine
+		if err := json.Unmarshal(b, &l); err != nil {
+			return fmt.Errorf("malformed JSON: %w", err)
 		}
-		if t := bytes.TrimSpace(b); len(t) > 0 {
-			var l SupervisedLine
-			if err := json.Unmarshal(t, &l); err != nil {
-				return nil, fmt.Errorf("%s:%d: malformed JSON: %w", path, line, err)
-			}
-			prompt, err := agent.PromptTokens(tok, family, placement, l.Question)
-			if err != nil {
-				return nil, fmt.Errorf("%s:%d: %w", path, line, err)
-			}
-			ex, err := SupervisedExample(tok.Encode, prompt, l.Response, eos)
-			if err != nil {
-				return nil, fmt.Errorf("%s:%d: %w", path, line, err)
-			}
-			if err := ex.validate(vocab, false); err != nil {
-				return nil, fmt.Errorf("%s:%d: %w (tokenizer and model do not match?)", path, line, err)
-			}
-			out = append(out, ex)
+		prompt, err := agent.PromptTokens(tok, family, placement, l.Question)
+		if err != nil {
+			return err
 		}
-		if rerr == io.EOF {
-			break
+		ex, err := SupervisedExample(tok.Encode, prompt, l.Response, eos)
+		if err != nil {
+			return err
 		}
+		if err := checkTrajectory(ex, vocab, false); err != nil {
+			return fmt.Errorf("%w (tokenizer and model do not match?)", err)
+		}
+		out = append(out, ex)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s: no examples", path)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/cas-engine/cas/agent"
 )
 
 // TestWarmStartLowersCrossEntropy: a few dozen supervised steps on fixed
@@ -45,13 +47,13 @@ func TestWarmStartRejectsBadInput(t *testing.T) {
 	m := tinyModel(t, "qwen2-tiny")
 	good := WarmStartConfig{Optim: OptimConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Epsilon: 1e-8}, Steps: 1, BatchSize: 1}
 	noMask := synthTrajectories(1, m.Config.VocabSize, 1, 1)
-	for i := range noMask[0].LossMask {
-		noMask[0].LossMask[i] = false
+	for i := range noMask[0].Mask {
+		noMask[0].Mask[i] = 0
 	}
 	badID := synthTrajectories(1, m.Config.VocabSize, 1, 1)
-	badID[0].Tokens[3] = m.Config.VocabSize
+	badID[0].IDs[3] = m.Config.VocabSize
 	cases := map[string]struct {
-		ex   []Trajectory
+		ex   []*agent.Trajectory
 		cfg  WarmStartConfig
 		want string
 	}{
@@ -107,19 +109,19 @@ func TestSupervisedExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tr.PromptLen != 3 || tr.ResponseLen() != len(resp)+1 || tr.Tokens[len(tr.Tokens)-1] != 383 {
+	if tr.PromptLen != 3 || tr.ResponseLen() != len(resp)+1 || tr.IDs[len(tr.IDs)-1] != 383 {
 		t.Fatalf("prompt %d, response %d tokens", tr.PromptLen, tr.ResponseLen())
 	}
 	var masked strings.Builder
-	for j, m := range tr.LossMask[:len(resp)] {
-		if !m {
-			masked.WriteByte(byte(tr.Tokens[tr.PromptLen+j]))
+	for j, m := range tr.ResponseMask()[:len(resp)] {
+		if m == 0 {
+			masked.WriteByte(byte(tr.IDs[tr.PromptLen+j]))
 		}
 	}
 	if masked.String() != "<information>doc</information>" {
 		t.Errorf("masked-out text %q", masked.String())
 	}
-	if !tr.LossMask[len(tr.LossMask)-1] {
+	if tr.Mask[len(tr.Mask)-1] != 1 {
 		t.Error("EOS not in the loss")
 	}
 	if _, err := SupervisedExample(byteEncode, nil, resp, -1); err == nil {

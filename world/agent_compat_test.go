@@ -7,22 +7,33 @@ import (
 	"github.com/cas-engine/cas/world"
 )
 
-// TestDefaultInformationMatchesAgent keeps the scripted trajectories'
-// information blocks identical to what the agent appends at rollout time.
-func TestDefaultInformationMatchesAgent(t *testing.T) {
-	docs := []world.Passage{
-		{ID: "7", Title: "The Silent Harbor", Text: "The Silent Harbor is a 1987 drama film directed by Dalmor Keswin."},
-		{ID: "3", Title: "Dalmor Keswin", Text: "Keswin was born in Tarsk in 1941."},
-		{ID: "9", Title: "Tarsk", Text: "Tarsk is a city in Velmoria."},
+// TestScriptInformationIsTheAgents: a scripted response's information
+// blocks are the agent's own rendering of the retrieved passages, in both
+// formats, so the warm start trains on the bytes a rollout appends.
+func TestScriptInformationIsTheAgents(t *testing.T) {
+	w, err := world.Generate(world.SmallConfig(4))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for n := 0; n <= len(docs); n++ {
-		var contents []string
-		for _, d := range docs[:n] {
-			contents = append(contents, d.Contents())
+	q := w.Splits[world.Train][0]
+	docs := w.Passages[:3]
+	contents := []string{docs[0].Contents(), docs[1].Contents(), docs[2].Contents()}
+	for _, f := range []agent.InfoFormat{agent.InfoCode, agent.InfoSearchR1} {
+		tr, err := world.Script(q, func(string) []world.Passage { return docs }, f)
+		if err != nil {
+			t.Fatal(err)
 		}
-		got, want := world.DefaultInformation(docs[:n]), agent.FormatInformation(contents, agent.InfoCode)
-		if got != want {
-			t.Errorf("%d docs:\n got %q\nwant %q", n, got, want)
+		want, n := agent.FormatInformation(contents, f), 0
+		for _, seg := range tr.Segments {
+			if seg.Retrieved {
+				n++
+				if seg.Text != want {
+					t.Errorf("%s: block %q, want %q", f, seg.Text, want)
+				}
+			}
+		}
+		if n != q.Hops {
+			t.Errorf("%s: %d information blocks for %d hops", f, n, q.Hops)
 		}
 	}
 }
@@ -48,7 +59,7 @@ func TestScriptedTrajectoriesScoreFull(t *testing.T) {
 				docs := []world.Passage{byID[q.GoldIDs[hop][0]], w.Passages[hop]}
 				hop++
 				return docs
-			}, world.DefaultInformation)
+			}, agent.InfoCode)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"slices"
 
+	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/world/bpe"
 )
 
@@ -28,8 +29,8 @@ type Encoder interface{ Encode(string) []int }
 
 // ComputeStats measures the world under enc. Scripted responses retrieve
 // docsPerSearch passages per hop: the hop's primary gold passage and
-// passages drawn at random (seeded) from the rest, rendered with
-// DefaultInformation.
+// passages drawn at random (seeded) from the rest, rendered as the
+// agent does (agent.InfoCode).
 func (w *World) ComputeStats(enc Encoder, vocabSize, docsPerSearch int) (Stats, error) {
 	st := Stats{Entities: len(w.Entities), Passages: len(w.Passages), VocabSize: vocabSize, DocsPerSearch: docsPerSearch}
 	var tok, bytes int
@@ -52,7 +53,11 @@ func (w *World) ComputeStats(enc Encoder, vocabSize, docsPerSearch int) (Stats, 
 			if q.Hops == 2 {
 				st.TwoHop[s]++
 			}
-			nPrompt += len(enc.Encode(promptText(q.Question)))
+			prompt, err := promptText(q.Question)
+			if err != nil {
+				return st, fmt.Errorf("question %s: %w", q.ID, err)
+			}
+			nPrompt += len(enc.Encode(prompt))
 			hop := 0
 			t, err := Script(q, func(string) []Passage {
 				var docs []Passage
@@ -67,7 +72,7 @@ func (w *World) ComputeStats(enc Encoder, vocabSize, docsPerSearch int) (Stats, 
 				}
 				hop++
 				return docs
-			}, DefaultInformation)
+			}, agent.InfoCode)
 			if err != nil {
 				return st, err
 			}

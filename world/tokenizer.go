@@ -3,6 +3,8 @@ package world
 import (
 	"fmt"
 
+	"github.com/cas-engine/cas/agent"
+	"github.com/cas-engine/cas/model/tokenizer"
 	"github.com/cas-engine/cas/world/bpe"
 )
 
@@ -22,20 +24,12 @@ func AddedTokens() []bpe.AddedToken {
 	}
 }
 
-// agentInstruction is the paper's Table 5 prompt (METHOD.md) up to the
-// question. The agent package owns the prompt; this copy only makes the
-// tokenizer compress it well.
-const agentInstruction = "Answer the given question. You must conduct reasoning inside <think> and </think> first every time you get new information. After reasoning, if you find you lack some knowledge, you can call a search engine by <search>query</search> and it will return the top searched results between <information> and </information>. You can search as many times as you want. If you find no further external knowledge needed, you can directly provide the answer inside <answer> and </answer>, without detailed illustrations. For example, <answer> Beijing </answer>.\nQuestion: "
-
-const systemPrompt = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
-
-// promptText renders a question the way the agent will see it, in Qwen's
-// chat markup: the system turn, the user turn with the instruction and the
-// question, and the generation prompt (Qwen3 with thinking disabled adds an
-// empty think block).
-func promptText(question string) string {
-	return "<|im_start|>system\n" + systemPrompt + "<|im_end|>\n<|im_start|>user\n" +
-		agentInstruction + question + "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+// promptText renders a question the way the agent will see it
+// (agent.ChatPrompt: the system turn, the user turn with the paper's
+// instruction and the question, and Qwen3's generation prompt with thinking
+// disabled), so that the tokenizer compresses the real prompt.
+func promptText(question string) (string, error) {
+	return agent.ChatPrompt(tokenizer.FamilyQwen3, agent.PlacementSystemUser, question)
 }
 
 // distractorsPerSearch is how many non-gold passages an information block
@@ -63,7 +57,11 @@ func (w *World) TrainingText(emit func(text string, weight int)) error {
 	}
 	for s := range NumSplits {
 		for _, q := range w.Splits[s] {
-			emit(promptText(q.Question), 1)
+			prompt, err := promptText(q.Question)
+			if err != nil {
+				return fmt.Errorf("question %s: %w", q.ID, err)
+			}
+			emit(prompt, 1)
 			hop := 0
 			t, err := Script(q, func(string) []Passage {
 				var docs []Passage
@@ -74,7 +72,7 @@ func (w *World) TrainingText(emit func(text string, weight int)) error {
 				}
 				hop++
 				return docs
-			}, DefaultInformation)
+			}, agent.InfoCode)
 			if err != nil {
 				return err
 			}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/model/tokenizer"
 )
 
@@ -28,13 +29,14 @@ func TestTokenizerLoadsInProjectTokenizer(t *testing.T) {
 	}
 	off := false
 	q := w.Splits[Test][0].Question
-	chat, err := tok.RenderChat([]tokenizer.Message{{Role: "system", Content: systemPrompt}, {Role: "user", Content: agentInstruction + q}},
+	chat, err := tok.RenderChat([]tokenizer.Message{{Role: "system", Content: agent.QwenSystemPrompt}, {Role: "user", Content: agent.Instruction + "\nQuestion: " + q}},
 		tokenizer.ChatOptions{AddGenerationPrompt: true, EnableThinking: &off})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if chat != promptText(q) {
-		t.Errorf("RenderChat gives\n%q\nthe tokenizer was trained on\n%q", chat, promptText(q))
+	trained, err := promptText(q)
+	if err != nil || chat != trained {
+		t.Errorf("RenderChat gives\n%q\nthe tokenizer was trained on\n%q (%v)", chat, trained, err)
 	}
 	for _, a := range AddedTokens() {
 		id, ok := tok.TokenID(a.Content)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/cas-engine/cas/agent"
 )
 
 // Segment is a piece of a scripted response: text the policy generates, or
@@ -13,9 +15,9 @@ type Segment struct {
 	Retrieved bool
 }
 
-// Trajectory is the ideal response to a question, as the supervised warm
-// start trains on it.
-type Trajectory struct {
+// ScriptedResponse is the ideal response to a question, as the supervised
+// warm start trains on it (the demo turns it into an agent.Trajectory).
+type ScriptedResponse struct {
 	Segments []Segment
 	// Queries are the searches made, one per hop.
 	Queries []string
@@ -26,7 +28,7 @@ type Trajectory struct {
 }
 
 // Text concatenates the segments: the full response.
-func (t Trajectory) Text() string {
+func (t ScriptedResponse) Text() string {
 	var b strings.Builder
 	for _, s := range t.Segments {
 		b.WriteString(s.Text)
@@ -35,30 +37,21 @@ func (t Trajectory) Text() string {
 }
 
 // AllFound reports whether every hop retrieved a gold passage.
-func (t Trajectory) AllFound() bool { return !slices.Contains(t.Found, false) }
+func (t ScriptedResponse) AllFound() bool { return !slices.Contains(t.Found, false) }
 
 // Retriever returns the passages a query retrieves (already truncated, for
 // instance by APS).
 type Retriever func(query string) []Passage
 
-// InformationRenderer renders retrieved passages as the block the
-// environment appends after a search, tags and surrounding whitespace
-// included. The agent package owns the real format; DefaultInformation is
-// the official code's.
-type InformationRenderer func(docs []Passage) string
-
-// DefaultInformation renders the official CAS code's information block, as
-// agent.FormatInformation does with its default format:
-//
-//	"<information>" + strip(Σ_i "Doc {i} (Title: {title})\n{text}\n\n") + "</information>"
-//
-// with i counted from 1.
-func DefaultInformation(docs []Passage) string {
-	var b strings.Builder
+// information renders retrieved passages as the block the agent appends
+// after a search at rollout time (agent.FormatInformation in format f), so
+// that a scripted response and a rollout see the same bytes.
+func information(docs []Passage, f agent.InfoFormat) string {
+	contents := make([]string, len(docs))
 	for i, d := range docs {
-		fmt.Fprintf(&b, "Doc %d (Title: %s)\n%s\n\n", i+1, d.Title, d.Text)
+		contents[i] = d.Contents()
 	}
-	return "<information>" + strings.TrimSpace(b.String()) + "</information>"
+	return agent.FormatInformation(contents, f)
 }
 
 // Script writes the ideal response to q: one search per hop, each followed
@@ -77,17 +70,14 @@ func DefaultInformation(docs []Passage) string {
 // need; the second search uses the bridge entity's name. Policy-generated
 // segments start with "\n" after an information block, and a search segment
 // ends at "</search>", where generation stops.
-func Script(q Question, retrieve Retriever, info InformationRenderer) (Trajectory, error) {
+func Script(q Question, retrieve Retriever, info agent.InfoFormat) (ScriptedResponse, error) {
 	if len(q.HopInfo) == 0 || len(q.HopInfo) != q.Hops {
-		return Trajectory{}, fmt.Errorf("question %s: hops = %d but %d hop_info entries", q.ID, q.Hops, len(q.HopInfo))
+		return ScriptedResponse{}, fmt.Errorf("question %s: hops = %d but %d hop_info entries", q.ID, q.Hops, len(q.HopInfo))
 	}
 	if len(q.GoldenAnswers) == 0 {
-		return Trajectory{}, fmt.Errorf("question %s: no golden answer", q.ID)
+		return ScriptedResponse{}, fmt.Errorf("question %s: no golden answer", q.ID)
 	}
-	if info == nil {
-		info = DefaultInformation
-	}
-	var t Trajectory
+	var t ScriptedResponse
 	think := "I need to find " + q.HopInfo[0].Need + "."
 	if q.Hops > 1 {
 		think = "I need to find " + q.HopInfo[0].Need + " first."
@@ -98,7 +88,7 @@ func Script(q Question, retrieve Retriever, info InformationRenderer) (Trajector
 		docs := retrieve(hop.Query)
 		t.Queries = append(t.Queries, hop.Query)
 		t.Found = append(t.Found, containsGold(docs, q, h))
-		t.Segments = append(t.Segments, Segment{Text: info(docs), Retrieved: true})
+		t.Segments = append(t.Segments, Segment{Text: information(docs, info), Retrieved: true})
 		prefix = "\n"
 		think = hop.Statement
 		if h+1 < len(q.HopInfo) {

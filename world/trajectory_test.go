@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/cas-engine/cas/agent"
 )
 
 // validResponse is METHOD.md's format rule: <think>…</think>, then any number
@@ -35,7 +37,7 @@ func TestScriptShape(t *testing.T) {
 	seen := map[int]bool{}
 	for s := range NumSplits {
 		for _, q := range w.Splits[s] {
-			tr, err := Script(q, goldRetriever(w, q, 2), nil)
+			tr, err := Script(q, goldRetriever(w, q, 2), agent.InfoCode)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -98,15 +100,16 @@ func TestScriptReportsMissingGold(t *testing.T) {
 			return []Passage{byID[q.GoldIDs[0][0]]}
 		}
 		return nil
-	}, func(docs []Passage) string { return fmt.Sprintf("<information>%d docs</information>", len(docs)) })
+	}, agent.InfoSearchR1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(tr.Found) != 2 || !tr.Found[0] || tr.Found[1] || tr.AllFound() {
 		t.Errorf("Found = %v, want [true false]", tr.Found)
 	}
-	if !strings.Contains(tr.Text(), "<information>1 docs</information>") || !strings.Contains(tr.Text(), "<information>0 docs</information>") {
-		t.Errorf("custom information renderer not used:\n%s", tr.Text())
+	one := agent.FormatInformation([]string{byID[q.GoldIDs[0][0]].Contents()}, agent.InfoSearchR1)
+	if !strings.Contains(tr.Text(), one) || !strings.Contains(tr.Text(), agent.FormatInformation(nil, agent.InfoSearchR1)) {
+		t.Errorf("the information format asked for was not used:\n%s", tr.Text())
 	}
 }
 
@@ -120,7 +123,7 @@ func TestScriptRejectsMalformedQuestions(t *testing.T) {
 		{"no answer", Question{ID: "c", Hops: 1, HopInfo: []Hop{{}}}},
 	}
 	for _, tc := range tests {
-		if _, err := Script(tc.q, func(string) []Passage { return nil }, nil); err == nil {
+		if _, err := Script(tc.q, func(string) []Passage { return nil }, agent.InfoCode); err == nil {
 			t.Errorf("%s: no error", tc.name)
 		}
 	}
@@ -142,7 +145,7 @@ func ExampleScript() {
 		"The Silent Harbor directed": {ID: "7", Title: "The Silent Harbor", Text: "The Silent Harbor is a 1987 drama film directed by Dalmor Keswin."},
 		"Dalmor Keswin born":         {ID: "3", Title: "Dalmor Keswin", Text: "Keswin was born in Tarsk in 1941."},
 	}
-	tr, _ := Script(q, func(query string) []Passage { return []Passage{corpus[query]} }, DefaultInformation)
+	tr, _ := Script(q, func(query string) []Passage { return []Passage{corpus[query]} }, agent.InfoCode)
 	fmt.Println(tr.Text())
 	fmt.Println(tr.Found)
 	// Output:
