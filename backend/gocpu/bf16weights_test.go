@@ -45,6 +45,7 @@ func TestDotGeneralReadsBF16WeightsInPlace(t *testing.T) {
 		{"weight on the left", []int{5, 48}, []int{20, 48}, []int{1}, []int{1}, true, false},
 		{"cast also read elsewhere", []int{3, 32}, []int{17, 32}, []int{1}, []int{1}, false, true},
 		{"zero rows", []int{0, 16}, []int{8, 16}, []int{1}, []int{1}, false, false},
+		{"both operands cast", []int{4, 24}, []int{6, 24}, []int{1}, []int{1}, false, false},
 	}
 	be, err := New("profile")
 	if err != nil {
@@ -61,9 +62,17 @@ func TestDotGeneralReadsBF16WeightsInPlace(t *testing.T) {
 				}
 				return graph.DotGeneral(x, c.lc, nil, w, c.rc, nil)
 			}
+			bothCast := c.name == "both operands cast"
+			if bothCast {
+				x = randTensor(r, dtypes.BFloat16, c.x...)
+			}
 			fused := func(in []*graph.Node) []*graph.Node {
 				wf := graph.ConvertDType(in[1], dtypes.Float32)
-				out := []*graph.Node{prod(in[0], wf)}
+				xf := in[0]
+				if bothCast {
+					xf = graph.ConvertDType(in[0], dtypes.Float32)
+				}
+				out := []*graph.Node{prod(xf, wf)}
 				if c.alsoUsed {
 					out = append(out, graph.ReduceAllSum(wf))
 				}
@@ -83,9 +92,13 @@ func TestDotGeneralReadsBF16WeightsInPlace(t *testing.T) {
 			if want := map[bool]int{false: 0, true: 1}[c.alsoUsed]; casts != want {
 				t.Errorf("ConvertDType ran %d times, want %d", casts, want)
 			}
+			xw := x
+			if bothCast {
+				xw = bf16AsF32(x)
+			}
 			want, ws, err := run(t, fastOnce(), func(in []*graph.Node) []*graph.Node {
 				return []*graph.Node{prod(in[0], in[1])}
-			}, x, bf16AsF32(w))
+			}, xw, bf16AsF32(w))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -62,6 +62,10 @@ type node struct {
 	param  int      // kindParam: position among the parameters
 	name   string   // kindParam
 	seq    int
+	// bcastFrom and bcastAxes are a custom BroadcastInDim's operand and
+	// broadcast axes (see foldBroadcast).
+	bcastFrom *value
+	bcastAxes []int
 }
 
 func newBuilder(be *Backend, name string) *Builder {

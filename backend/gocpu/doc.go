@@ -6,12 +6,19 @@
 // Ops run here ("custom" ops):
 //
 //   - DotGeneral and Dot in float32 and BF16 on the blocked GEMM kernels of
-//     package tensor (operands read in place through strides);
+//     package tensor (operands read in place through strides), float32 with
+//     a bfloat16 operand when that operand is a ConvertDType(bf16 → f32)
+//     (the weights of a model stored in bf16 computing in f32, read in
+//     place: bf16weights.go; Gather from such a cast table converts only
+//     the gathered rows), and products with a tiny right operand (RoPE's
+//     2×2 rotation) in one pass without the GEMM (tinydot.go);
 //   - ReduceSum of a broadcasting Mul, the form GoMLX v0.26 gives the
-//     gradient of DotGeneral, rewritten into a DotGeneral (see ReduceSum);
+//     gradient of DotGeneral, rewritten into a DotGeneral (see ReduceSum):
+//     the project's one fix of that gradient;
 //   - float32 Add, Sub, Mul, Div (with size-1 broadcasting; vek's AVX2
 //     kernels for Add, Sub and Mul, AVX-512 VDIVPS for Div), Exp, Logistic,
-//     Neg, Sqrt, Rsqrt, ReduceSum and ReduceMax over contiguous axes, and
+//     Neg, Sqrt, Rsqrt, ReduceSum and ReduceMax over contiguous axes
+//     (AVX-512 for Exp, Logistic's division and a last-axis ReduceMax), and
 //     Transpose and BroadcastInDim of any dtype;
 //   - DynamicSlice, DynamicUpdateSlice (in place when the operand is not
 //     used afterwards) and Pad, of any dtype.

@@ -45,6 +45,9 @@ func (b *Builder) DotGeneral(lhsOp backends.Op, lhsContractingAxes, lhsBatchAxes
 				return nil, fmt.Errorf("DotGeneral(lhs=%s, contracting=%v, batch=%v; rhs=%s, contracting=%v, batch=%v): %w",
 					lhs.shape, lhsContractingAxes, lhsBatchAxes, rhs.shape, rhsContractingAxes, rhsBatchAxes, err)
 			}
+			// The product of the casts is float32 even when both operands
+			// are read as bfloat16 (accumulated in float32, never rounded).
+			p.dtype, p.out = dtypes.Float32, shapes.Make(dtypes.Float32, p.out.Dimensions...)
 			return b.addCustom(backends.OpTypeDotGeneral, vs, p.out, p.exec)
 		}
 	}

@@ -288,6 +288,14 @@ func (b *Builder) binary(op backends.OpType, lhs, rhs backends.Op, replay func(s
 		o, err := replay(sb, in[0], in[1])
 		return []backends.Op{o}, err
 	}
+	if !b.backend.plain {
+		for i := range 2 {
+			if f, ok := b.foldBroadcast(vs[i], vs[1-i]); ok {
+				vs[i] = f
+				break
+			}
+		}
+	}
 	so, err := replay(b.shadow, vs[0].shadow, vs[1].shadow)
 	if err != nil {
 		return nil, err
@@ -798,7 +806,42 @@ func (b *Builder) BroadcastInDim(x backends.Op, outputShape shapes.Shape, broadc
 		}
 		return buf, -1, nil
 	}
-	return b.addShadowNode(&node{kind: kindCustom, opType: backends.OpTypeBroadcastInDim, inputs: vs, exec: exec}, so)
+	return b.addShadowNode(&node{kind: kindCustom, opType: backends.OpTypeBroadcastInDim, inputs: vs, exec: exec,
+		bcastFrom: vs[0], bcastAxes: axes}, so)
+}
+
+// foldBroadcast returns the operand that can stand for v, a custom
+// BroadcastInDim, in a float32 binary op whose other operand has v's full
+// shape: the broadcast's source as a scalar, or reshaped to v's rank with
+// size-1 axes where it is broadcast. The binary kernels broadcast size-1
+// axes by a zero stride, so the values are the same and the broadcast, if
+// nothing else reads it, is never materialised (GoMLX's gradients
+// broadcast scalars and reduced adjoints to full shapes, then multiply).
+func (b *Builder) foldBroadcast(v, other *value) (*value, bool) {
+	n := v.node
+	src := n.bcastFrom
+	if src == nil || src.shape.DType != dtypes.Float32 || v.shape.DType != dtypes.Float32 || !other.shape.Equal(v.shape) {
+		return nil, false
+	}
+	if src.shape.Rank() == 0 {
+		return src, true
+	}
+	dims := make([]int, v.shape.Rank())
+	for i := range dims {
+		dims[i] = 1
+	}
+	for j, a := range n.bcastAxes {
+		if j > 0 && a <= n.bcastAxes[j-1] {
+			return nil, false // a transposing broadcast
+		}
+		dims[a] = src.shape.Dimensions[j]
+	}
+	r, err := b.Reshape(src, dims...)
+	if err != nil {
+		return nil, false
+	}
+	rv, ok := r.(*value)
+	return rv, ok
 }
 
 // Where implements backends.Builder: out[i] = cond[i] ? onTrue[i] : onFalse[i],

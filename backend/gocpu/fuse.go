@@ -53,9 +53,11 @@ func (b *Builder) fuseReduceSumMul(x backends.Op, axes []int) (backends.Op, bool
 		return nil, false, nil
 	}
 	// A tiny right operand (RoPE's 2×2 rotation in the gradient of
-	// rotate_half) makes a tinyPlan product, which pays at any size.
+	// rotate_half) may make a tinyPlan product, which pays at any size
+	// (checked below, once the axes are known).
 	tinyRHS := rhs.shape.Size() <= tinyMaxRHS && out.DType == dtypes.Float32
-	if !tinyRHS && (out.Size() < 4096 || out.Size() < 4*max(lhs.shape.Size(), rhs.shape.Size())) {
+	pays := out.Size() >= 4096 && out.Size() >= 4*max(lhs.shape.Size(), rhs.shape.Size())
+	if !tinyRHS && !pays {
 		return nil, false, nil
 	}
 	reduced := make([]bool, rank)
@@ -85,6 +87,9 @@ func (b *Builder) fuseReduceSumMul(x backends.Op, axes []int) (backends.Op, bool
 		default:
 			return nil, false, nil
 		}
+	}
+	if !pays && (len(batch) != 0 || len(contract) != 1) {
+		return nil, false, nil // not a tinyPlan product
 	}
 	// DotGeneral's output is [batch, lhs cross, rhs cross], where each
 	// cross axis appears twice: at full size from one operand and as a

@@ -133,3 +133,50 @@ func BenchmarkTinyDot(b *testing.B) {
 		})
 	}
 }
+
+// TestSumOfSquaresNotRewritten: ReduceSum(Mul(x, x)) of one decoded
+// token's hidden state of a small model (32 floats: an RMSNorm statistic)
+// is not turned into a DotGeneral: its size-1 axes are batch axes, so it
+// would be a GEMM of 1×1 blocks, not a tinyPlan; the rope-gradient form
+// (no batch, one contracting axis) is.
+func TestSumOfSquaresNotRewritten(t *testing.T) {
+	bb := fastOnce().Builder("squares")
+	x, err := bb.Parameter("x", shapes.Make(dtypes.Float32, 1, 1, 32), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sq, err := bb.Mul(x, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := bb.ReduceSum(sq, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op := sum.(*value).node.opType; op != backends.OpTypeReduceSum {
+		t.Fatalf("sum of squares became %s", op)
+	}
+	v, err := bb.Parameter("v", shapes.Make(dtypes.Float32, 4, 5, 3, 8, 2, 1), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rot, err := bb.Parameter("rot", shapes.Make(dtypes.Float32, 1, 1, 1, 1, 2, 2), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod, err := bb.Mul(v, rot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := bb.ReduceSum(prod, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, n := range bb.(*Builder).nodes {
+		found = found || (n.opType == backends.OpTypeDotGeneral && n.kind == kindCustom)
+	}
+	if !found || g.(*value).node.opType == backends.OpTypeReduceSum {
+		t.Fatal("the rotation's gradient was not rewritten into a product")
+	}
+}

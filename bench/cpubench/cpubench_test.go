@@ -28,7 +28,7 @@ var tinyConfig = &qwen.Config{
 }
 
 func TestParsePeer(t *testing.T) {
-	good := `{"peer": "torch 1.13.0a0 cpu", "threads": 2, "params": 4000512, "batch": 8, "seqlen": 256, "forward_s": 2.2, "forward_tokens_per_s": 931.0, "train_step_s": 8.1, "train_tokens_per_s": 252.0}`
+	good := `{"peer": "torch 1.13.0a0 cpu", "blas": "openblas-pthread/libblas.so.3", "threads": 2, "params": 4000512, "batch": 8, "seqlen": 256, "forward_s": 2.2, "forward_tokens_per_s": 931.0, "train_step_s": 8.1, "train_tokens_per_s": 252.0}`
 	cases := []struct {
 		name, out string
 		fwd       float64
@@ -52,8 +52,11 @@ func TestParsePeer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p.ForwardS != c.fwd || p.TrainStepS != 8.1 || p.Threads != 2 || p.Params != 4000512 {
+			if p.ForwardS != c.fwd || p.TrainStepS != 8.1 || p.Threads != 2 || p.Params != 4000512 || p.BLAS != "openblas-pthread/libblas.so.3" {
 				t.Fatalf("parsed %+v", p)
+			}
+			if fair, why := p.Fair(); !fair {
+				t.Fatalf("OpenBLAS peer judged unfair: %s", why)
 			}
 		})
 	}
@@ -82,6 +85,10 @@ echo '{"peer": "fake", "threads": 3, "forward_s": 0.5, "forward_tokens_per_s": 1
 	}
 	if p.Peer != "fake" || p.ForwardS != 0.5 || p.TrainStepS != 1.5 {
 		t.Fatalf("peer %+v", p)
+	}
+	// The script names no BLAS: no ratio may be printed against it.
+	if fair, why := p.Fair(); fair || why != "BLAS not reported" {
+		t.Fatalf("a peer without a BLAS judged fair=%v (%s)", fair, why)
 	}
 	if _, err := RunPeer("/bin/sh", script, tinyConfig, 2, 16, 1, 2); err == nil || !strings.Contains(err.Error(), "bad args") {
 		t.Fatalf("error %v, want the script's message", err)
