@@ -51,8 +51,12 @@ func measurements(res *Result) string {
 				continue
 			}
 			s := SummarizeACI(ms, c.rho(v), c.GRPO.Gamma)
-			p("| %s | %v | %g | %.3f | %.3f | %.3f | %.3f → %.3f | %.3f | %.3f | %.3f → %.3f | %.2f |\n", Label(v.Name), s.Weighted, s.Rho,
-				s.ErrFirst, s.ErrMean, s.ErrLateMean, s.AlphaFirst, s.AlphaLast, s.FixedFirst, s.FixedMean, s.ScoreFirst, s.ScoreLast, s.TheoremBound)
+			bound := fmt.Sprintf("%.3f", s.TheoremBound)
+			if s.TheoremBound >= 1 {
+				bound = fmt.Sprintf("%.3g (vacuous: T too short)", s.TheoremBound)
+			}
+			p("| %s | %v | %g | %.3f | %.3f | %.3f | %.3f → %.3f | %.3f | %.3f | %.3f → %.3f | %s |\n", Label(v.Name), s.Weighted, s.Rho,
+				s.ErrFirst, s.ErrMean, s.ErrLateMean, s.AlphaFirst, s.AlphaLast, s.FixedFirst, s.FixedMean, s.ScoreFirst, s.ScoreLast, bound)
 		}
 		p("\n")
 	}
