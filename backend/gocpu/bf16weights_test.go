@@ -1,7 +1,6 @@
 package gocpu
 
 import (
-	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -83,12 +82,7 @@ func TestDotGeneralReadsBF16WeightsInPlace(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			casts := 0
-			for _, p := range prof.Profile(true) {
-				if p.Op == "ConvertDType" {
-					casts += p.Calls
-				}
-			}
+			casts, _ := opRuns(prof, "ConvertDType")
 			if want := map[bool]int{false: 0, true: 1}[c.alsoUsed]; casts != want {
 				t.Errorf("ConvertDType ran %d times, want %d", casts, want)
 			}
@@ -102,14 +96,7 @@ func TestDotGeneralReadsBF16WeightsInPlace(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !gs[0].Equal(ws[0]) {
-				t.Fatalf("shape %s, want %s", gs[0], ws[0])
-			}
-			for i := range want[0] {
-				if math.Float64bits(got[0][i]) != math.Float64bits(want[0][i]) {
-					t.Fatalf("[%d] = %v, with float32 weights %v", i, got[0][i], want[0][i])
-				}
-			}
+			assertSame(t, got[0], want[0], gs[0], ws[0])
 		})
 	}
 }
@@ -133,12 +120,7 @@ func TestGatherFromBF16Table(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cast int64
-	for _, p := range prof.Profile(true) {
-		if p.Op == "ConvertDType" {
-			cast += p.Elements
-		}
-	}
+	_, cast := opRuns(prof, "ConvertDType")
 	if cast != 5*24 {
 		t.Errorf("%d elements converted, want the 5 rows' %d", cast, 5*24)
 	}
@@ -148,12 +130,5 @@ func TestGatherFromBF16Table(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !gs[0].Equal(ws[0]) {
-		t.Fatalf("shape %s, want %s", gs[0], ws[0])
-	}
-	for i := range want[0] {
-		if got[0][i] != want[0][i] {
-			t.Fatalf("[%d] = %v, want %v", i, got[0][i], want[0][i])
-		}
-	}
+	assertSame(t, got[0], want[0], gs[0], ws[0])
 }

@@ -51,12 +51,7 @@ func TestBinaryFoldsBroadcast(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			n := 0
-			for _, p := range prof.Profile(true) {
-				if p.Op == "BroadcastInDim" {
-					n += p.Calls
-				}
-			}
+			n, _ := opRuns(prof, "BroadcastInDim")
 			if n != tc.bcasts {
 				t.Errorf("%d broadcasts executed, want %d", n, tc.bcasts)
 			}
@@ -64,14 +59,7 @@ func TestBinaryFoldsBroadcast(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !gs[0].Equal(ws[0]) {
-				t.Fatalf("shape %s, want %s", gs[0], ws[0])
-			}
-			for i := range want[0] {
-				if got[0][i] != want[0][i] {
-					t.Fatalf("[%d] = %v, simplego %v", i, got[0][i], want[0][i])
-				}
-			}
+			assertSame(t, got[0], want[0], gs[0], ws[0])
 		})
 	}
 }

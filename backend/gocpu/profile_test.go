@@ -1,11 +1,13 @@
 package gocpu
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
 )
 
 // TestProfileTimesEveryOpKind: with the "profile" option the results are
@@ -63,5 +65,30 @@ func TestProfileTimesEveryOpKind(t *testing.T) {
 	}
 	if fastOnce().(*Backend).Profile(false) != nil {
 		t.Error("an unprofiled backend returned a profile")
+	}
+}
+
+// opRuns returns the calls and elements written of op (on either side)
+// in the profile of be since the last reset, and resets it.
+func opRuns(be *Backend, op string) (calls int, elems int64) {
+	for _, p := range be.Profile(true) {
+		if p.Op == op {
+			calls += p.Calls
+			elems += p.Elements
+		}
+	}
+	return calls, elems
+}
+
+// assertSame fails unless got equals want exactly, shape and values.
+func assertSame(t *testing.T, got, want []float64, gs, ws shapes.Shape) {
+	t.Helper()
+	if !gs.Equal(ws) {
+		t.Fatalf("shape %s, want %s", gs, ws)
+	}
+	for i := range want {
+		if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+			t.Fatalf("[%d] = %v, want %v", i, got[i], want[i])
+		}
 	}
 }
