@@ -238,10 +238,10 @@ func Tabulate(results []*Result) *Ablation {
 	// the default against the warm start, over the seeds both have.
 	var def, warm *AblationRow
 	for i := range ab.Table3 {
-		switch ab.Table3[i].Name {
-		case cfg.Variants[0].Name:
+		switch n := ab.Table3[i].Name; {
+		case len(cfg.Variants) > 0 && n == cfg.Variants[0].Name:
 			def = &ab.Table3[i]
-		case EvalWarmStart:
+		case n == EvalWarmStart:
 			warm = &ab.Table3[i]
 		}
 	}

@@ -226,6 +226,13 @@ func TestAblationDifferences(t *testing.T) {
 			}
 		}
 	}
+	// Runs without GRPO variants tabulate their baselines, compared with
+	// nothing.
+	bare := *results[0]
+	bare.Config.Variants = nil
+	if tb := Tabulate([]*Result{&bare}); len(tb.Table3) != 2 || tb.Table3[1].VsDefault != nil || tb.Table3[1].VsWarm != nil {
+		t.Errorf("no variants: %+v", tb.Table3)
+	}
 	path := filepath.Join(t.TempDir(), AblationPNG)
 	if err := ab.Plot(path); err != nil {
 		t.Fatal(err)

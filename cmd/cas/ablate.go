@@ -24,7 +24,10 @@ func newAblateCmd() *cobra.Command {
 Default (CAS), −ACI, −APS, ρ ∈ {0.1, 0.4} and α_APS ∈ {0.05, 0.35} — all on
 the same world (--world-seed), each seed with its own warm start, and write
 ablation.md / ablation.json: Table 3 (test EM single-hop / two-hop / overall,
-mean ± std over seeds) and Table 4 (documents per search for each α_APS).
+mean ± std over seeds with the per-seed values, searches and redundant
+searches, ACI's low-confidence ratio, and a sentence per row saying whether
+its difference to the default exceeds twice its paired standard error),
+Table 4 (documents per search for each α_APS) and ablation_em.png.
 Each seed's run lies in DIR/seed-<s> with its own report; Ctrl-C leaves a
 resumable run. Takes about seven GRPO runs per seed (--quick: minutes).`,
 		Args: cobra.NoArgs,
