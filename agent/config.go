@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/cas-engine/cas/conformal"
+	"github.com/cas-engine/cas/internal/textenum"
 )
 
 // Mode is what a rollout does: the search agent, or one of the two
@@ -24,35 +24,19 @@ const (
 	ModeRAG
 )
 
+var modeNames = textenum.Names[Mode]{Type: "Mode", Kind: "mode", Names: []string{"agent", "direct", "rag"}, Aliases: map[string]Mode{"": ModeAgent}}
+
 // String gives the flag spelling of the mode.
-func (m Mode) String() string {
-	switch m {
-	case ModeDirect:
-		return "direct"
-	case ModeRAG:
-		return "rag"
-	}
-	return "agent"
-}
+func (m Mode) String() string { return modeNames.String(m) }
 
-// MarshalText encodes the mode by its flag spelling.
-func (m Mode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+// MarshalText encodes the value by its flag spelling.
+func (m Mode) MarshalText() ([]byte, error) { return modeNames.Marshal(m) }
 
-// UnmarshalText decodes a mode flag (ParseMode).
-func (m *Mode) UnmarshalText(b []byte) error { return unmarshalEnum(m, ParseMode, b) }
+// UnmarshalText decodes a flag spelling (ParseMode).
+func (m *Mode) UnmarshalText(b []byte) error { return modeNames.Unmarshal(b, m) }
 
 // ParseMode reads a mode flag: agent, direct or rag.
-func ParseMode(s string) (Mode, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "agent", "":
-		return ModeAgent, nil
-	case "direct":
-		return ModeDirect, nil
-	case "rag":
-		return ModeRAG, nil
-	}
-	return 0, fmt.Errorf("unknown mode %q (want agent, direct or rag)", s)
-}
+func ParseMode(s string) (Mode, error) { return modeNames.Parse(s) }
 
 // TurnRule says how the turn limit MaxTurns is counted (METHOD.md, "Turn
 // limit"). The paper's "a maximum of 4 assistant turns" has two readings,
@@ -80,41 +64,20 @@ const (
 	TurnsCode
 )
 
+var turnRuleNames = textenum.Names[TurnRule]{Type: "TurnRule", Kind: "turn rule", Names: []string{"paper", "code"},
+	Aliases: map[string]TurnRule{"": TurnsPaper, "search-r1": TurnsPaper, "searchr1": TurnsPaper}}
+
 // String gives the flag spelling of the rule.
-func (r TurnRule) String() string {
-	if r == TurnsCode {
-		return "code"
-	}
-	return "paper"
-}
+func (r TurnRule) String() string { return turnRuleNames.String(r) }
 
-// MarshalText encodes the rule by its flag spelling.
-func (r TurnRule) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+// MarshalText encodes the value by its flag spelling.
+func (r TurnRule) MarshalText() ([]byte, error) { return turnRuleNames.Marshal(r) }
 
-// UnmarshalText decodes a turn-rule flag (ParseTurnRule).
-func (r *TurnRule) UnmarshalText(b []byte) error { return unmarshalEnum(r, ParseTurnRule, b) }
+// UnmarshalText decodes a flag spelling (ParseTurnRule).
+func (r *TurnRule) UnmarshalText(b []byte) error { return turnRuleNames.Unmarshal(b, r) }
 
 // ParseTurnRule reads a turn-rule flag: paper (or search-r1) or code.
-func ParseTurnRule(s string) (TurnRule, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "paper", "search-r1", "searchr1", "":
-		return TurnsPaper, nil
-	case "code":
-		return TurnsCode, nil
-	}
-	return 0, fmt.Errorf("unknown turn rule %q (want paper or code)", s)
-}
-
-// unmarshalEnum sets *v to parse(b): the UnmarshalText of the flag enums,
-// which YAML and JSON decoding use.
-func unmarshalEnum[T any](v *T, parse func(string) (T, error), b []byte) error {
-	x, err := parse(string(b))
-	if err != nil {
-		return err
-	}
-	*v = x
-	return nil
-}
+func ParseTurnRule(s string) (TurnRule, error) { return turnRuleNames.Parse(s) }
 
 // generations is the most generations a trajectory gets under the rule.
 func (r TurnRule) generations(maxTurns int) int {

@@ -1,9 +1,10 @@
 package agent
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/cas-engine/cas/internal/textenum"
 )
 
 // InvalidActionMessage is appended after a turn that has neither a
@@ -28,30 +29,20 @@ const (
 	InfoSearchR1
 )
 
+var infoFormatNames = textenum.Names[InfoFormat]{Type: "InfoFormat", Kind: "information format", Names: []string{"code", "search-r1"},
+	Aliases: map[string]InfoFormat{"": InfoCode, "cas": InfoCode, "searchr1": InfoSearchR1}}
+
 // String gives the flag spelling of the format.
-func (f InfoFormat) String() string {
-	if f == InfoSearchR1 {
-		return "search-r1"
-	}
-	return "code"
-}
+func (f InfoFormat) String() string { return infoFormatNames.String(f) }
 
-// MarshalText encodes the format by its flag spelling.
-func (f InfoFormat) MarshalText() ([]byte, error) { return []byte(f.String()), nil }
+// MarshalText encodes the value by its flag spelling.
+func (f InfoFormat) MarshalText() ([]byte, error) { return infoFormatNames.Marshal(f) }
 
-// UnmarshalText decodes an information-format flag (ParseInfoFormat).
-func (f *InfoFormat) UnmarshalText(b []byte) error { return unmarshalEnum(f, ParseInfoFormat, b) }
+// UnmarshalText decodes a flag spelling (ParseInfoFormat).
+func (f *InfoFormat) UnmarshalText(b []byte) error { return infoFormatNames.Unmarshal(b, f) }
 
 // ParseInfoFormat reads an information-format flag: "code" or "search-r1".
-func ParseInfoFormat(s string) (InfoFormat, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "code", "cas", "":
-		return InfoCode, nil
-	case "search-r1", "searchr1":
-		return InfoSearchR1, nil
-	}
-	return 0, fmt.Errorf("unknown information format %q (want code or search-r1)", s)
-}
+func ParseInfoFormat(s string) (InfoFormat, error) { return infoFormatNames.Parse(s) }
 
 // SplitContents splits a corpus passage's "contents" field into its title
 // (the first line, with surrounding double quotes stripped: wiki-18 stores

@@ -2,8 +2,8 @@ package agent
 
 import (
 	"fmt"
-	"strings"
 
+	"github.com/cas-engine/cas/internal/textenum"
 	"github.com/cas-engine/cas/model/tokenizer"
 )
 
@@ -46,31 +46,21 @@ const (
 	PlacementUserOnly
 )
 
+var placementNames = textenum.Names[Placement]{Type: "Placement", Kind: "prompt placement", Names: []string{"system-user", "user"},
+	Aliases: map[string]Placement{"": PlacementSystemUser, "code": PlacementSystemUser, "user-only": PlacementUserOnly, "search-r1": PlacementUserOnly, "searchr1": PlacementUserOnly}}
+
 // String gives the flag spelling of the placement.
-func (p Placement) String() string {
-	if p == PlacementUserOnly {
-		return "user"
-	}
-	return "system-user"
-}
+func (p Placement) String() string { return placementNames.String(p) }
 
-// MarshalText encodes the placement by its flag spelling.
-func (p Placement) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+// MarshalText encodes the value by its flag spelling.
+func (p Placement) MarshalText() ([]byte, error) { return placementNames.Marshal(p) }
 
-// UnmarshalText decodes a placement flag (ParsePlacement).
-func (p *Placement) UnmarshalText(b []byte) error { return unmarshalEnum(p, ParsePlacement, b) }
+// UnmarshalText decodes a flag spelling (ParsePlacement).
+func (p *Placement) UnmarshalText(b []byte) error { return placementNames.Unmarshal(b, p) }
 
-// ParsePlacement reads a placement flag: "system-user" (or "code") or
-// "user" (or "search-r1").
-func ParsePlacement(s string) (Placement, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "system-user", "code", "":
-		return PlacementSystemUser, nil
-	case "user", "user-only", "search-r1", "searchr1":
-		return PlacementUserOnly, nil
-	}
-	return 0, fmt.Errorf("unknown prompt placement %q (want system-user or user)", s)
-}
+// ParsePlacement reads a placement flag: "system-user" (or "code") or "user" (or
+// "search-r1").
+func ParsePlacement(s string) (Placement, error) { return placementNames.Parse(s) }
 
 // PromptMessages builds the chat turns of the paper's prompt (Table 5) for a
 // question, placed as p says, to be rendered with the model's chat template

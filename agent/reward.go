@@ -3,6 +3,8 @@ package agent
 import (
 	"fmt"
 	"strings"
+
+	"github.com/cas-engine/cas/internal/textenum"
 )
 
 // The agent's tags. A tag is recognised only in exactly this spelling
@@ -290,30 +292,19 @@ const (
 	AnswerFromText
 )
 
-// String gives the config spelling: "policy" or "text".
-func (a AnswerSource) String() string {
-	if a == AnswerFromText {
-		return "text"
-	}
-	return "policy"
-}
+var answerSourceNames = textenum.Names[AnswerSource]{Type: "AnswerSource", Kind: "answer source", Names: []string{"policy", "text"}, Aliases: map[string]AnswerSource{"": AnswerFromPolicy}}
+
+// String gives the flag spelling of the source.
+func (a AnswerSource) String() string { return answerSourceNames.String(a) }
+
+// MarshalText encodes the value by its flag spelling.
+func (a AnswerSource) MarshalText() ([]byte, error) { return answerSourceNames.Marshal(a) }
+
+// UnmarshalText decodes a flag spelling (ParseAnswerSource).
+func (a *AnswerSource) UnmarshalText(b []byte) error { return answerSourceNames.Unmarshal(b, a) }
 
 // ParseAnswerSource reads "policy" (or "") or "text".
-func ParseAnswerSource(s string) (AnswerSource, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "policy", "":
-		return AnswerFromPolicy, nil
-	case "text":
-		return AnswerFromText, nil
-	}
-	return 0, fmt.Errorf("unknown answer source %q (want policy or text)", s)
-}
-
-// MarshalText encodes the source by its config spelling.
-func (a AnswerSource) MarshalText() ([]byte, error) { return []byte(a.String()), nil }
-
-// UnmarshalText decodes "policy" or "text" (ParseAnswerSource).
-func (a *AnswerSource) UnmarshalText(b []byte) error { return unmarshalEnum(a, ParseAnswerSource, b) }
+func ParseAnswerSource(s string) (AnswerSource, error) { return answerSourceNames.Parse(s) }
 
 // DefaultRewardConfig is the paper's and the code's table: 1.0 / 0.8 / 0.2 / 0.1 / 0.
 func DefaultRewardConfig() RewardConfig {

@@ -17,6 +17,9 @@ type Names[E ~int] struct {
 	// Want lists the accepted names in errors ("plain, smoothed or ema");
 	// empty: the names joined in value order.
 	Want string
+	// Aliases are further accepted spellings (lower case; "" makes an
+	// empty text the given value), e.g. {"search-r1": TurnsPaper}.
+	Aliases map[string]E
 }
 
 func (n Names[E]) valid(v E) bool { return v >= 0 && int(v) < len(n.Names) }
@@ -32,10 +35,14 @@ func (n Names[E]) String(v E) string {
 // Parse maps a name (case-insensitive, surrounding space ignored) to its
 // value.
 func (n Names[E]) Parse(name string) (E, error) {
+	name = strings.TrimSpace(name)
 	for i, s := range n.Names {
-		if strings.EqualFold(strings.TrimSpace(name), s) {
+		if strings.EqualFold(name, s) {
 			return E(i), nil
 		}
+	}
+	if v, ok := n.Aliases[strings.ToLower(name)]; ok {
+		return v, nil
 	}
 	return 0, fmt.Errorf("unknown %s %q (want %s)", n.Kind, name, n.want())
 }

@@ -59,3 +59,17 @@ func TestNames(t *testing.T) {
 		t.Errorf("Want not used: %v", err)
 	}
 }
+
+// TestAliases: further spellings, the empty text among them, map to their
+// values; names still win and unknown text is still refused.
+func TestAliases(t *testing.T) {
+	n := Names[color]{Kind: "color", Names: []string{"red", "green", "blue"}, Aliases: map[string]color{"": 0, "navy": 2}}
+	for in, want := range map[string]color{"": 0, "  ": 0, "Navy": 2, "green": 1} {
+		if got, err := n.Parse(in); err != nil || got != want {
+			t.Errorf("Parse(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	if _, err := n.Parse("teal"); err == nil || !strings.Contains(err.Error(), "(want red, green or blue)") {
+		t.Errorf("unknown spelling: %v", err)
+	}
+}
