@@ -53,7 +53,7 @@ measured in a child process.`,
 				}
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
 			}
-			opt.Log = cmd.ErrOrStderr()
+			opt.Log = progressOut(cmd.ErrOrStderr())
 			out := cmd.OutOrStdout()
 			if !skipCompare {
 				if opt.DataDir == "" {

@@ -80,7 +80,7 @@ machine.`,
 					opt.PeerScript = ""
 				}
 			}
-			opt.Log = cmd.ErrOrStderr()
+			opt.Log = progressOut(cmd.ErrOrStderr())
 			r, err := cpubench.Run(opt)
 			if err != nil {
 				return err

@@ -127,7 +127,7 @@ func runIndexImport(cmd *cobra.Command, f *indexImportFlags) error {
 		MaxLength: f.dense.maxLen, EncoderDim: dim,
 		QueryPrefix: f.queryPrefix, PassagePrefix: f.passagePrefix,
 		NoQueryPrefix: f.queryPrefix == "", NoPassagePrefix: f.passagePrefix == "",
-		Progress: cmd.ErrOrStderr(),
+		Progress: progressOut(cmd.ErrOrStderr()),
 		Encoding: enc, NList: f.ivf, NProbe: f.nprobe, TrainSize: f.trainSize, PQ: f.pq, Rerank: f.rerank,
 		KMeans: vector.KMeansOptions{Iterations: f.iterations, Seed: f.seed, Threads: f.threads},
 	})

@@ -78,7 +78,7 @@ the run and keeps the last good checkpoint.`,
 				return err
 			}
 			defer be.Finalize()
-			opts := train.RunOptions{Backend: be, Retriever: retriever, Log: cmd.ErrOrStderr()}
+			opts := train.RunOptions{Backend: be, Retriever: retriever, Log: progressOut(cmd.ErrOrStderr())}
 			if !quiet {
 				opts.Progress = progressOut(cmd.ErrOrStderr())
 			}
@@ -163,7 +163,7 @@ that policy is its score (Eq. 6). The scores are written as one JSONL line
 			if err != nil {
 				return err
 			}
-			scores, err := train.ComputeBootstrap(cfg, m, tok, cmd.ErrOrStderr())
+			scores, err := train.ComputeBootstrap(cfg, m, tok, progressOut(cmd.ErrOrStderr()))
 			if err != nil {
 				return err
 			}
