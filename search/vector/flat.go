@@ -110,15 +110,9 @@ func (f *Flat) Reserve(n int) {
 // Add encodes and appends the vectors of x with the given ids (nil: their
 // positions). Once an explicit id has been given, every vector has one.
 func (f *Flat) Add(ids []int64, x []float32) error {
-	n, err := checkVectors("add", x, f.d)
+	n, err := checkAdd(ids, x, f.d, f.IsTrained())
 	if err != nil {
 		return err
-	}
-	if err := checkIDs(ids, n); err != nil {
-		return err
-	}
-	if !f.IsTrained() {
-		return fmt.Errorf("add: %w", ErrNotTrained)
 	}
 	if n == 0 {
 		return nil

@@ -227,15 +227,9 @@ func assignLists(q *Flat, x []float32, threads int) ([]int64, error) {
 // residual, for SQ8) to that list, with the given ids (nil: the positions
 // Len(), Len()+1, …).
 func (ix *IVF) Add(ids []int64, x []float32) error {
-	n, err := checkVectors("add", x, ix.d)
+	n, err := checkAdd(ids, x, ix.d, ix.IsTrained())
 	if err != nil {
 		return err
-	}
-	if err := checkIDs(ids, n); err != nil {
-		return err
-	}
-	if !ix.IsTrained() {
-		return fmt.Errorf("add: %w", ErrNotTrained)
 	}
 	d := ix.d
 	const chunk = 8192
