@@ -695,11 +695,7 @@ func (b *Builder) Transpose(x backends.Op, permutation ...int) (backends.Op, err
 	}
 	dims := slices.Clone(vs[0].shape.Dimensions)
 	exec := func(be *Backend, in []backends.Buffer, _ []bool) (backends.Buffer, int, error) {
-		src, err := be.BufferData(in[0])
-		if err != nil {
-			return nil, -1, err
-		}
-		buf, flat, err := be.NewSharedBuffer(0, out)
+		src, buf, flat, err := be.srcAndOut(in[0], out)
 		if err != nil {
 			return nil, -1, err
 		}
@@ -918,11 +914,7 @@ func (b *Builder) Reshape(x backends.Op, dims ...int) (backends.Op, error) {
 		return b.addShadowNode(&node{kind: kindDelegate, opType: backends.OpTypeReshape, inputs: vs, replay: replay}, so)
 	}
 	exec := func(be *Backend, in []backends.Buffer, _ []bool) (backends.Buffer, int, error) {
-		src, err := be.BufferData(in[0])
-		if err != nil {
-			return nil, -1, err
-		}
-		buf, flat, err := be.NewSharedBuffer(0, out)
+		src, buf, flat, err := be.srcAndOut(in[0], out)
 		if err != nil {
 			return nil, -1, err
 		}
