@@ -271,23 +271,7 @@ func (f *Flat) searchBlock(q []float32, nq, k int, p *SearchParams, gemm bool, s
 			f.scan(hs, &pq, lo, hi)
 		}
 	})
-	for i := range nq {
-		var t *tensor.TopK
-		for _, hs := range heaps {
-			if hs == nil {
-				continue
-			}
-			if t == nil {
-				t = hs[i]
-			} else {
-				t.Merge(hs[i])
-			}
-		}
-		if t == nil {
-			t = tensor.NewTopK(0)
-		}
-		writeResults(f.metric, t, scores[i*k:(i+1)*k], ids[i*k:(i+1)*k])
-	}
+	writeMerged(f.metric, heaps, nq, k, scores, ids)
 }
 
 // scan scores rows [lo, hi) for every prepared query and offers them to the

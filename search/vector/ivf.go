@@ -376,24 +376,7 @@ func (ix *IVF) Search(q []float32, k int, p *SearchParams) ([]float32, []int64, 
 	}
 	wg.Wait()
 
-	empty := tensor.NewTopK(0)
-	for i := range nq {
-		var t *tensor.TopK
-		for _, hs := range heaps {
-			if hs[i] == nil {
-				continue
-			}
-			if t == nil {
-				t = hs[i]
-			} else {
-				t.Merge(hs[i])
-			}
-		}
-		if t == nil {
-			t = empty
-		}
-		writeResults(ix.metric, t, scores[i*k:(i+1)*k], ids[i*k:(i+1)*k])
-	}
+	writeMerged(ix.metric, heaps, nq, k, scores, ids)
 	return scores, ids, nil
 }
 
