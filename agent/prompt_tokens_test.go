@@ -12,11 +12,11 @@ import (
 // TestPromptTokensMatchRollout: PromptTokens gives the ids a rollout of
 // the same mode starts from.
 func TestPromptTokensMatchRollout(t *testing.T) {
-	tok := pieceTok{vocab: 384, family: "qwen3"}
+	tok := newPieceTok(384, "qwen3")
 	for _, mode := range []Mode{ModeAgent, ModeDirect} {
 		cfg := DefaultRolloutConfig()
 		cfg.Mode = mode
-		p := &scriptPolicy{tok: tok, eos: tok.eos(), vocab: 384, maxCtx: 4096,
+		p := &scriptPolicy{tok: tok, eos: tok.EOS(), vocab: 384, maxCtx: 4096,
 			next: func(string, int) (string, qwen.FinishReason) { return "<answer> x</answer>", qwen.FinishEOS }}
 		ret := retrieverFunc(nil)
 		run, err := NewRunner(p, tok, ret, cfg)

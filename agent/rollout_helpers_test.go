@@ -12,22 +12,18 @@ import (
 	"testing"
 
 	"github.com/cas-engine/cas/backend"
+	"github.com/cas-engine/cas/internal/piecetok"
 	"github.com/cas-engine/cas/internal/sharedtest"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/tokenizer"
 	"github.com/cas-engine/cas/search"
 )
 
-// pieceTok is a tokenizer for the tiny golden models (vocabulary 384, far
-// below any real tokenizer's): ids 0–255 are bytes, ids 256 … vocab−2 are
-// pieces — the fixed parts of the prompts and observations, then tags and
-// corpus words cycled to fill the range — and vocab−1 is the special EOS
-// "<|im_end|>". Encode matches the longest piece at each position and falls
-// back to bytes, so prompts are short; a random model sampling
-// near-uniformly writes tags often, hence searches and answers.
-type pieceTok struct {
-	vocab  int
-	family string
+// newPieceTok is the piece tokenizer (internal/piecetok) of the tiny golden
+// models: the fixed parts of the prompts and observations, then tags and
+// corpus words cycled to fill the range.
+func newPieceTok(vocab int, family string) piecetok.Tokenizer {
+	return piecetok.Tokenizer{Vocab: vocab, Fam: family, Fixed: fixedPieces, Cycled: tinyPieces}
 }
 
 var fixedPieces = []string{
@@ -41,51 +37,6 @@ var tinyPieces = []string{
 	"<search>", " south", "</search>", "<answer>", " world", "</answer>",
 	"<think>", " family", "</think>", " California", " school", " state",
 }
-
-func (p pieceTok) eos() int { return p.vocab - 1 }
-
-// piece returns the text of a piece id (256 ≤ id < eos).
-func (p pieceTok) piece(id int) string {
-	i := id - 256
-	if i < len(fixedPieces) {
-		return fixedPieces[i]
-	}
-	return tinyPieces[(i-len(fixedPieces))%len(tinyPieces)]
-}
-
-func (p pieceTok) Encode(text string) []int {
-	var out []int
-	for i := 0; i < len(text); {
-		best, bestLen := int(text[i]), 1
-		for id := 256; id < p.eos(); id++ {
-			if pc := p.piece(id); len(pc) > bestLen && strings.HasPrefix(text[i:], pc) {
-				best, bestLen = id, len(pc)
-			}
-		}
-		out = append(out, best)
-		i += bestLen
-	}
-	return out
-}
-
-func (p pieceTok) Decode(ids []int, skipSpecial bool) string {
-	var b strings.Builder
-	for _, id := range ids {
-		switch {
-		case id >= 0 && id < 256:
-			b.WriteByte(byte(id))
-		case id == p.eos():
-			if !skipSpecial {
-				b.WriteString("<|im_end|>")
-			}
-		case id >= 256 && id < p.eos():
-			b.WriteString(p.piece(id))
-		}
-	}
-	return b.String()
-}
-
-func (p pieceTok) Family() string { return p.family }
 
 // tinyModel loads a golden tiny model once per test binary.
 var tinyModels sync.Map // name → *qwen.Model

@@ -191,9 +191,9 @@ func TestRolloutTinyModels(t *testing.T) {
 	} {
 		t.Run(tc.model, func(t *testing.T) {
 			m := tinyModel(t, tc.model)
-			tok := pieceTok{vocab: m.Config.VocabSize, family: tc.family}
-			if m.Config.EOSTokenID[0] != tok.eos() {
-				t.Fatalf("tiny model EOS %v, test tokenizer assumes %d", m.Config.EOSTokenID, tok.eos())
+			tok := newPieceTok(m.Config.VocabSize, tc.family)
+			if m.Config.EOSTokenID[0] != tok.EOS() {
+				t.Fatalf("tiny model EOS %v, test tokenizer assumes %d", m.Config.EOSTokenID, tok.EOS())
 			}
 			keptPerSearch := map[float64]float64{}
 			for _, qhat := range []float64{0.5, math.Inf(1)} {
@@ -710,12 +710,12 @@ func TestRolloutConfigValidate(t *testing.T) {
 			}
 		})
 	}
-	if _, err := NewRunner(&scriptPolicy{}, pieceTok{vocab: 384, family: "llama"}, nil, DefaultRolloutConfig()); err == nil {
+	if _, err := NewRunner(&scriptPolicy{}, newPieceTok(384, "llama"), nil, DefaultRolloutConfig()); err == nil {
 		t.Fatal("agent mode without a retriever accepted")
 	}
 	c := DefaultRolloutConfig()
 	c.Mode = ModeDirect
-	if _, err := NewRunner(&scriptPolicy{}, pieceTok{vocab: 384, family: "llama"}, nil, c); err == nil || !strings.Contains(err.Error(), "chat template family") {
+	if _, err := NewRunner(&scriptPolicy{}, newPieceTok(384, "llama"), nil, c); err == nil || !strings.Contains(err.Error(), "chat template family") {
 		t.Fatalf("unknown chat family: %v", err)
 	}
 }

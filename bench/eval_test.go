@@ -17,6 +17,7 @@ import (
 	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/conformal"
+	"github.com/cas-engine/cas/internal/piecetok"
 	"github.com/cas-engine/cas/internal/sharedtest"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/tokenizer"
@@ -421,58 +422,16 @@ func TestReportMarkdown(t *testing.T) {
 	}
 }
 
-// pieceTok is a tokenizer for the tiny golden model (vocabulary 384): bytes,
-// then the prompts' fixed parts and tags as pieces, EOS last.
-type pieceTok struct{ vocab int }
+// evalPieces are the pieces of the tiny golden model's tokenizer
+// (internal/piecetok): the prompts' fixed parts, then the tags, cycled.
+var evalPieces = []string{agent.QwenSystemPrompt, agent.Instruction, agent.InvalidActionMessage,
+	"<|im_start|>system\n", "<|im_end|>\n<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n",
+	"\nQuestion: ", "<information>", "</information>", "Doc ", " (Title: ",
+	"<search>", "</search>", "<answer>", "</answer>", "<think>", "</think>"}
 
-func (p pieceTok) pieces() []string {
-	return []string{agent.QwenSystemPrompt, agent.Instruction, agent.InvalidActionMessage,
-		"<|im_start|>system\n", "<|im_end|>\n<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n",
-		"\nQuestion: ", "<information>", "</information>", "Doc ", " (Title: ",
-		"<search>", "</search>", "<answer>", "</answer>", "<think>", "</think>"}
+func newPieceTok(vocab int) piecetok.Tokenizer {
+	return piecetok.Tokenizer{Vocab: vocab, Fam: tokenizer.FamilyQwen25, Fixed: evalPieces[:11], Cycled: evalPieces[11:]}
 }
-
-func (p pieceTok) piece(id int) string {
-	ps := p.pieces()
-	if id-256 < 11 {
-		return ps[id-256]
-	}
-	return ps[11+(id-256-11)%(len(ps)-11)] // tags, cycled
-}
-
-func (p pieceTok) Encode(text string) []int {
-	var out []int
-	for i := 0; i < len(text); {
-		best, n := int(text[i]), 1
-		for id := 256; id < p.vocab-1; id++ {
-			if pc := p.piece(id); len(pc) > n && strings.HasPrefix(text[i:], pc) {
-				best, n = id, len(pc)
-			}
-		}
-		out = append(out, best)
-		i += n
-	}
-	return out
-}
-
-func (p pieceTok) Decode(ids []int, skipSpecial bool) string {
-	var b strings.Builder
-	for _, id := range ids {
-		switch {
-		case id >= 0 && id < 256:
-			b.WriteByte(byte(id))
-		case id == p.vocab-1:
-			if !skipSpecial {
-				b.WriteString("<|im_end|>")
-			}
-		case id > 255 && id < p.vocab-1:
-			b.WriteString(p.piece(id))
-		}
-	}
-	return b.String()
-}
-
-func (p pieceTok) Family() string { return tokenizer.FamilyQwen25 }
 
 // TestEvalTinyModel runs the real model path: the golden tiny Qwen2 model
 // evaluated greedily on two datasets with APS; the report agrees with the
@@ -498,7 +457,7 @@ func TestEvalTinyModel(t *testing.T) {
 	cfg.Temperature = 0
 	cfg.MaxTurnTokens, cfg.MaxObsTokens, cfg.MaxResponseTokens = 16, 48, 200
 	cfg.SetAPS(conformal.APS{Temperature: 1, MinDocs: 1, MaxDocs: 5}, 0.9)
-	r, err := agent.NewRunner(agent.QwenPolicy{Model: m}, pieceTok{vocab: m.Config.VocabSize}, fixedRetriever{testDocs()}, cfg)
+	r, err := agent.NewRunner(agent.QwenPolicy{Model: m}, newPieceTok(m.Config.VocabSize), fixedRetriever{testDocs()}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,22 @@ import (
 	"strings"
 )
 
+// DefaultPython runs the peers (faiss_peer.py, torch_qwen_peer.py) unless
+// told otherwise: the system interpreter, where python3-faiss and
+// python3-torch are installed.
+const DefaultPython = "/usr/bin/python3"
+
+// PeerDefaults fills an empty python with DefaultPython and a nil log with
+// io.Discard: the defaults of every benchmark that runs a peer.
+func PeerDefaults(python *string, log *io.Writer) {
+	if *python == "" {
+		*python = DefaultPython
+	}
+	if *log == nil {
+		*log = io.Discard
+	}
+}
+
 // FAISSFigures are the measurements shared/bench/faiss_peer.py prints for
 // one thread count.
 type FAISSFigures struct {

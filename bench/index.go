@@ -64,12 +64,7 @@ func (o *IndexOptions) defaults() {
 	if o.SingleQueries == 0 {
 		o.SingleQueries = 200
 	}
-	if o.Python == "" {
-		o.Python = "/usr/bin/python3"
-	}
-	if o.Log == nil {
-		o.Log = io.Discard
-	}
+	PeerDefaults(&o.Python, &o.Log)
 }
 
 // IndexReport holds everything RunIndex measured.

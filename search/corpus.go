@@ -120,18 +120,27 @@ const (
 
 var corpusCRC = crc32.MakeTable(crc32.Castagnoli)
 
-// BuildCorpusOffsets scans a JSONL corpus once, validating every line, and
-// writes its offsets table to offsetsPath (temp file + rename). Blank lines
-// are skipped. progress, when non-nil, receives a progress bar.
-func BuildCorpusOffsets(corpusPath, offsetsPath string, progress io.Writer) (*Corpus, error) {
-	f, err := os.Open(corpusPath)
+// openCorpusFile opens the JSONL corpus and stats it.
+func openCorpusFile(path string) (*os.File, os.FileInfo, error) {
+	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("open corpus: %w", err)
+		return nil, nil, fmt.Errorf("open corpus: %w", err)
 	}
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("stat %s: %w", corpusPath, err)
+		return nil, nil, fmt.Errorf("stat %s: %w", path, err)
+	}
+	return f, st, nil
+}
+
+// BuildCorpusOffsets scans a JSONL corpus once, validating every line, and
+// writes its offsets table to offsetsPath (temp file + rename). Blank lines
+// are skipped. progress, when non-nil, receives a progress bar.
+func BuildCorpusOffsets(corpusPath, offsetsPath string, progress io.Writer) (*Corpus, error) {
+	f, st, err := openCorpusFile(corpusPath)
+	if err != nil {
+		return nil, err
 	}
 	bar := meter.NewBytes(progress, st.Size(), "corpus offsets")
 	c := &Corpus{path: corpusPath, f: f, seqIDs: true}
@@ -315,14 +324,9 @@ func OpenCorpus(corpusPath, offsetsPath string) (*Corpus, error) {
 	if err != nil {
 		return nil, fmt.Errorf("offsets %s: %w", offsetsPath, err)
 	}
-	f, err := os.Open(corpusPath)
+	f, st, err := openCorpusFile(corpusPath)
 	if err != nil {
-		return nil, fmt.Errorf("open corpus: %w", err)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("stat %s: %w", corpusPath, err)
+		return nil, err
 	}
 	if uint64(st.Size()) != size {
 		f.Close()

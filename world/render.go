@@ -197,6 +197,17 @@ func (rd *renderer) open(e int, kv []string, os ...opening) (sentence, []sentenc
 	return intro, []sentence{rd.say(e, rd.choose(o.follow...), o.followRefs, kv...)}
 }
 
+// article renders the articles of films, companies and bands: an opening
+// drawn from os, the sentence stating fact ref (one of the templates in
+// states), then none or one of the filler candidates, which are built only
+// after that draw (their random mentions come after it in the stream).
+func (rd *renderer) article(e int, kv []string, os []opening, ref factRef, states []string, fillers func() []sentence) (sentence, []sentence) {
+	intro, rest := rd.open(e, kv, os...)
+	rest = append(rest, rd.say(e, rd.choose(states...), refs(ref), kv...))
+	n := rd.r.IntN(2)
+	return intro, append(rest, rd.fillers(n, fillers())...)
+}
+
 func (rd *renderer) person(e int) (sentence, []sentence) {
 	w, r := rd.w, rd.r
 	city, year := rd.value(e, BornIn), rd.value(e, BirthYear)
@@ -285,57 +296,57 @@ func (rd *renderer) film(e int) (sentence, []sentence) {
 	d, a := rd.object(e, DirectedBy), rd.object(e, Starring)
 	kv := []string{"{D}", w.Entities[d].Name, "{A}", w.Entities[a].Name, "{Y}", rd.value(e, ReleaseYear), "{G}", ent.Genre}
 	dRef, yRef, aRef := rd.ref(e, DirectedBy), rd.ref(e, ReleaseYear), rd.ref(e, Starring)
-	intro, rest := rd.open(e, kv,
-		opening{"{S} is a {Y} {G} film directed by {D}.", refs(yRef, dRef), nil, nil},
-		opening{"{S} is a {G} film released in {Y}.", refs(yRef), []string{"{S} was directed by {D}.", "{D} directed {S}."}, refs(dRef)},
-		opening{"{S} is a {G} film directed by {D}.", refs(dRef), []string{"{S} was released in {Y}.", "The film was released in {Y}."}, refs(yRef)})
-	rest = append(rest, rd.say(e, rd.choose("{S} stars {A} in the lead role.", "{A} played the lead role in {S}.", "The lead role in {S} was played by {A}."), refs(aRef), kv...))
-	rest = append(rest, rd.fillers(r.IntN(2), []sentence{
-		rd.say(e, "The film was shot in {C}.", nil, "{C}", rd.other(City, -1)),
-		rd.say(e, "The music for {S} was written by {P}.", nil, "{P}", rd.other(Person, d)),
-		rd.say(e, "{S} received {R} reviews.", nil, "{R}", pick(r, reviewWords)),
-		rd.say(e, "It was filmed in {Y2}.", nil, "{Y2}", rd.yearPlus(e, ReleaseYear, -2, -1)),
-		rd.say(e, "A sequel was announced in {Y2}.", nil, "{Y2}", rd.yearPlus(e, ReleaseYear, 2, 9)),
-	})...)
-	return intro, rest
+	return rd.article(e, kv, []opening{
+		{"{S} is a {Y} {G} film directed by {D}.", refs(yRef, dRef), nil, nil},
+		{"{S} is a {G} film released in {Y}.", refs(yRef), []string{"{S} was directed by {D}.", "{D} directed {S}."}, refs(dRef)},
+		{"{S} is a {G} film directed by {D}.", refs(dRef), []string{"{S} was released in {Y}.", "The film was released in {Y}."}, refs(yRef)},
+	}, aRef, []string{"{S} stars {A} in the lead role.", "{A} played the lead role in {S}.", "The lead role in {S} was played by {A}."}, func() []sentence {
+		return []sentence{
+			rd.say(e, "The film was shot in {C}.", nil, "{C}", rd.other(City, -1)),
+			rd.say(e, "The music for {S} was written by {P}.", nil, "{P}", rd.other(Person, d)),
+			rd.say(e, "{S} received {R} reviews.", nil, "{R}", pick(r, reviewWords)),
+			rd.say(e, "It was filmed in {Y2}.", nil, "{Y2}", rd.yearPlus(e, ReleaseYear, -2, -1)),
+			rd.say(e, "A sequel was announced in {Y2}.", nil, "{Y2}", rd.yearPlus(e, ReleaseYear, 2, 9)),
+		}
+	})
 }
 
 func (rd *renderer) company(e int) (sentence, []sentence) {
-	w, r := rd.w, rd.r
+	w := rd.w
 	ent := w.Entities[e]
 	f, hq := rd.object(e, FoundedBy), rd.object(e, Headquarters)
 	kv := []string{"{F}", w.Entities[f].Name, "{C}", w.Entities[hq].Name, "{Y}", rd.value(e, FoundingYear), "{I}", ent.Industry}
 	fRef, hRef, yRef := rd.ref(e, FoundedBy), rd.ref(e, Headquarters), rd.ref(e, FoundingYear)
-	intro, rest := rd.open(e, kv,
-		opening{"{S} is a {I} company founded by {F} in {Y}.", refs(fRef, yRef), nil, nil},
-		opening{"{S} is a {I} company.", nil, []string{"{F} founded {S} in {Y}."}, refs(fRef, yRef)},
-		opening{"{S} is a {I} company founded by {F}.", refs(fRef), []string{"{S} was founded in {Y}.", "The company was founded in {Y}."}, refs(yRef)})
-	rest = append(rest, rd.say(e, rd.choose("{S} has its headquarters in {C}.", "The headquarters of {S} are in {C}.", "{S} is headquartered in {C}."), refs(hRef), kv...))
-	rest = append(rest, rd.fillers(r.IntN(2), []sentence{
-		rd.say(e, "{S} also has offices in {C2}.", nil, "{C2}", rd.other(City, hq)),
-		rd.say(e, "{S} was sold to {P} in {Y2}.", nil, "{P}", rd.other(Person, f), "{Y2}", rd.yearPlus(e, FoundingYear, 10, 40)),
-		rd.say(e, "In {Y2}, {S} opened a factory in {C2}.", nil, "{Y2}", rd.yearPlus(e, FoundingYear, 3, 30), "{C2}", rd.other(City, hq)),
-	})...)
-	return intro, rest
+	return rd.article(e, kv, []opening{
+		{"{S} is a {I} company founded by {F} in {Y}.", refs(fRef, yRef), nil, nil},
+		{"{S} is a {I} company.", nil, []string{"{F} founded {S} in {Y}."}, refs(fRef, yRef)},
+		{"{S} is a {I} company founded by {F}.", refs(fRef), []string{"{S} was founded in {Y}.", "The company was founded in {Y}."}, refs(yRef)},
+	}, hRef, []string{"{S} has its headquarters in {C}.", "The headquarters of {S} are in {C}.", "{S} is headquartered in {C}."}, func() []sentence {
+		return []sentence{
+			rd.say(e, "{S} also has offices in {C2}.", nil, "{C2}", rd.other(City, hq)),
+			rd.say(e, "{S} was sold to {P} in {Y2}.", nil, "{P}", rd.other(Person, f), "{Y2}", rd.yearPlus(e, FoundingYear, 10, 40)),
+			rd.say(e, "In {Y2}, {S} opened a factory in {C2}.", nil, "{Y2}", rd.yearPlus(e, FoundingYear, 3, 30), "{C2}", rd.other(City, hq)),
+		}
+	})
 }
 
 func (rd *renderer) band(e int) (sentence, []sentence) {
-	w, r := rd.w, rd.r
+	w := rd.w
 	ent := w.Entities[e]
 	s, c := rd.object(e, LeadSinger), rd.object(e, FormedIn)
 	kv := []string{"{P}", w.Entities[s].Name, "{C}", w.Entities[c].Name, "{Y}", rd.value(e, FormedYear), "{G}", ent.Genre}
 	sRef, cRef, yRef := rd.ref(e, LeadSinger), rd.ref(e, FormedIn), rd.ref(e, FormedYear)
-	intro, rest := rd.open(e, kv,
-		opening{"{S} is a {G} band formed in {C} in {Y}.", refs(cRef, yRef), nil, nil},
-		opening{"{S} is a {G} band.", nil, []string{"{S} was formed in {C} in {Y}."}, refs(cRef, yRef)},
-		opening{"{S} is a {G} band formed in {Y}.", refs(yRef), []string{"{S} was formed in {C}.", "The band was formed in {C}."}, refs(cRef)})
-	rest = append(rest, rd.say(e, rd.choose("{S} is fronted by lead singer {P}.", "The lead singer of {S} is {P}.", "{P} is the lead singer of {S}."), refs(sRef), kv...))
-	rest = append(rest, rd.fillers(r.IntN(2), []sentence{
-		rd.say(e, "Their first album appeared in {Y2}.", nil, "{Y2}", rd.yearPlus(e, FormedYear, 1, 3)),
-		rd.say(e, "{S} toured {K} in {Y2}.", nil, "{K}", rd.other(Country, -1), "{Y2}", rd.yearPlus(e, FormedYear, 2, 12)),
-		rd.say(e, "The drummer of {S} is {P2}.", nil, "{P2}", rd.other(Person, s)),
-	})...)
-	return intro, rest
+	return rd.article(e, kv, []opening{
+		{"{S} is a {G} band formed in {C} in {Y}.", refs(cRef, yRef), nil, nil},
+		{"{S} is a {G} band.", nil, []string{"{S} was formed in {C} in {Y}."}, refs(cRef, yRef)},
+		{"{S} is a {G} band formed in {Y}.", refs(yRef), []string{"{S} was formed in {C}.", "The band was formed in {C}."}, refs(cRef)},
+	}, sRef, []string{"{S} is fronted by lead singer {P}.", "The lead singer of {S} is {P}.", "{P} is the lead singer of {S}."}, func() []sentence {
+		return []sentence{
+			rd.say(e, "Their first album appeared in {Y2}.", nil, "{Y2}", rd.yearPlus(e, FormedYear, 1, 3)),
+			rd.say(e, "{S} toured {K} in {Y2}.", nil, "{K}", rd.other(Country, -1), "{Y2}", rd.yearPlus(e, FormedYear, 2, 12)),
+			rd.say(e, "The drummer of {S} is {P2}.", nil, "{P2}", rd.other(Person, s)),
+		}
+	})
 }
 
 func (rd *renderer) book(e int) (sentence, []sentence) {

@@ -36,11 +36,7 @@ func (b *Builder) DynamicSlice(operandOp backends.Op, startIndices []backends.Op
 		if err != nil {
 			return nil, -1, fmt.Errorf("DynamicSlice: %w", err)
 		}
-		out, flat, err := be.NewSharedBuffer(0, outShape)
-		if err != nil {
-			return nil, -1, err
-		}
-		src, err := be.BufferData(in[0])
+		src, out, flat, err := be.srcAndOut(in[0], outShape)
 		if err != nil {
 			return nil, -1, err
 		}
@@ -169,11 +165,7 @@ func (b *Builder) Pad(x, fillValue backends.Op, axesConfig ...backends.PadAxis) 
 	outShape := shapes.Make(xs.DType, outDims...)
 	inDims := append([]int(nil), xs.Dimensions...)
 	return b.addCustom(backends.OpTypePad, vs, outShape, func(be *Backend, in []backends.Buffer, _ []bool) (backends.Buffer, int, error) {
-		out, flat, err := be.NewSharedBuffer(0, outShape)
-		if err != nil {
-			return nil, -1, err
-		}
-		src, err := be.BufferData(in[0])
+		src, out, flat, err := be.srcAndOut(in[0], outShape)
 		if err != nil {
 			return nil, -1, err
 		}
@@ -258,4 +250,17 @@ func padBytes(dst []byte, outDims []int, src []byte, inDims []int, fill []byte, 
 			return
 		}
 	}
+}
+
+// srcAndOut returns the data of the input x and a new output buffer of
+// shape with its flat data: the start of every custom op that copies or
+// rearranges one input.
+func (be *Backend) srcAndOut(x backends.Buffer, shape shapes.Shape) (src any, out backends.Buffer, flat any, err error) {
+	if src, err = be.BufferData(x); err != nil {
+		return nil, nil, nil, err
+	}
+	if out, flat, err = be.NewSharedBuffer(0, shape); err != nil {
+		return nil, nil, nil, err
+	}
+	return src, out, flat, nil
 }

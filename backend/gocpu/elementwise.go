@@ -362,30 +362,46 @@ func (b *Builder) Div(lhs, rhs backends.Op) (backends.Op, error) {
 
 // ---------------------------------------------------------------- unary
 
+// shadowUnary checks the one operand x of op what and replays the op on
+// the shadow builder. It returns the operand's value, the shadow op, the
+// value that already stands for that shadow op (simplego returns its
+// operand for no-op ops; nil when there is none) and the output shape.
+func (b *Builder) shadowUnary(what string, x backends.Op, replay func(sb backends.Builder, x backends.Op) (backends.Op, error)) (vs []*value, so backends.Op, existing backends.Op, out shapes.Shape, err error) {
+	vs, err = b.checkOps(what, []backends.Op{x})
+	if err != nil {
+		return nil, nil, nil, out, err
+	}
+	so, err = replay(b.shadow, vs[0].shadow)
+	if err != nil {
+		return nil, nil, nil, out, err
+	}
+	if v, ok := b.byShadow[so]; ok {
+		return vs, so, v, out, nil
+	}
+	out, err = b.shadow.OpShape(so)
+	if err != nil {
+		return nil, nil, nil, out, err
+	}
+	return vs, so, nil, out, nil
+}
+
+// oneResult turns a one-operand, one-result replay into a replayFn.
+func oneResult(replay func(sb backends.Builder, x backends.Op) (backends.Op, error)) replayFn {
+	return func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
+		o, err := replay(sb, in[0])
+		return []backends.Op{o}, err
+	}
+}
+
 // unary builds a float32 elementwise op from a kernel over slices (dst may
 // be x); other dtypes run on simplego.
 func (b *Builder) unary(op backends.OpType, x backends.Op, kernel func(dst, x []float32), replay func(sb backends.Builder, x backends.Op) (backends.Op, error)) (backends.Op, error) {
-	vs, err := b.checkOps(op.String(), []backends.Op{x})
-	if err != nil {
-		return nil, err
-	}
-	so, err := replay(b.shadow, vs[0].shadow)
-	if err != nil {
-		return nil, err
-	}
-	if v, ok := b.byShadow[so]; ok {
-		return v, nil
-	}
-	out, err := b.shadow.OpShape(so)
-	if err != nil {
-		return nil, err
+	vs, so, existing, out, err := b.shadowUnary(op.String(), x, replay)
+	if err != nil || existing != nil {
+		return existing, err
 	}
 	if b.backend.plain || out.DType != dtypes.Float32 || vs[0].shape.DType != dtypes.Float32 {
-		rep := func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-			o, err := replay(sb, in[0])
-			return []backends.Op{o}, err
-		}
-		return b.addShadowNode(&node{kind: kindDelegate, opType: op, inputs: vs, replay: rep}, so)
+		return b.addShadowNode(&node{kind: kindDelegate, opType: op, inputs: vs, replay: oneResult(replay)}, so)
 	}
 	exec := func(be *Backend, in []backends.Buffer, owned []bool) (backends.Buffer, int, error) {
 		xv, err := f32Data(be, in[0])
@@ -546,31 +562,16 @@ func newReducePlan(s shapes.Shape, axes []int) *reducePlan {
 
 // reduce builds ReduceSum or ReduceMax over float32.
 func (b *Builder) reduce(op backends.OpType, x backends.Op, axes []int, replay func(sb backends.Builder, x backends.Op) (backends.Op, error)) (backends.Op, error) {
-	vs, err := b.checkOps(op.String(), []backends.Op{x})
-	if err != nil {
-		return nil, err
-	}
-	so, err := replay(b.shadow, vs[0].shadow)
-	if err != nil {
-		return nil, err
-	}
-	if v, ok := b.byShadow[so]; ok {
-		return v, nil
-	}
-	out, err := b.shadow.OpShape(so)
-	if err != nil {
-		return nil, err
+	vs, so, existing, out, err := b.shadowUnary(op.String(), x, replay)
+	if err != nil || existing != nil {
+		return existing, err
 	}
 	var plan *reducePlan
 	if !b.backend.plain && out.DType == dtypes.Float32 && len(axes) > 0 {
 		plan = newReducePlan(vs[0].shape, axes)
 	}
 	if plan == nil {
-		rep := func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-			o, err := replay(sb, in[0])
-			return []backends.Op{o}, err
-		}
-		return b.addShadowNode(&node{kind: kindDelegate, opType: op, inputs: vs, replay: rep}, so)
+		return b.addShadowNode(&node{kind: kindDelegate, opType: op, inputs: vs, replay: oneResult(replay)}, so)
 	}
 	isMax := op == backends.OpTypeReduceMax
 	exec := func(be *Backend, in []backends.Buffer, _ []bool) (backends.Buffer, int, error) {
@@ -681,36 +682,20 @@ func (b *Builder) ReduceMax(x backends.Op, axes ...int) (backends.Op, error) {
 // permutation[i]. Any dtype: elements are moved by size.
 func (b *Builder) Transpose(x backends.Op, permutation ...int) (backends.Op, error) {
 	perm := slices.Clone(permutation)
-	vs, err := b.checkOps("Transpose", []backends.Op{x})
-	if err != nil {
-		return nil, err
+	one := func(sb backends.Builder, x backends.Op) (backends.Op, error) {
+		return sb.Transpose(x, slices.Clone(perm)...)
 	}
-	replay := func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		o, err := sb.Transpose(in[0], slices.Clone(perm)...)
-		return []backends.Op{o}, err
-	}
-	sos, err := replay(b.shadow, []backends.Op{vs[0].shadow})
-	if err != nil {
-		return nil, err
-	}
-	so := sos[0]
-	if v, ok := b.byShadow[so]; ok {
-		return v, nil
-	}
-	out, err := b.shadow.OpShape(so)
-	if err != nil {
-		return nil, err
+	replay := oneResult(one)
+	vs, so, existing, out, err := b.shadowUnary("Transpose", x, one)
+	if err != nil || existing != nil {
+		return existing, err
 	}
 	if b.backend.plain {
 		return b.addShadowNode(&node{kind: kindDelegate, opType: backends.OpTypeTranspose, inputs: vs, replay: replay}, so)
 	}
 	dims := slices.Clone(vs[0].shape.Dimensions)
 	exec := func(be *Backend, in []backends.Buffer, _ []bool) (backends.Buffer, int, error) {
-		src, err := be.BufferData(in[0])
-		if err != nil {
-			return nil, -1, err
-		}
-		buf, flat, err := be.NewSharedBuffer(0, out)
+		src, buf, flat, err := be.srcAndOut(in[0], out)
 		if err != nil {
 			return nil, -1, err
 		}
@@ -917,35 +902,19 @@ const smallReshape = 1 << 14
 // Reshape implements backends.Builder.
 func (b *Builder) Reshape(x backends.Op, dims ...int) (backends.Op, error) {
 	dims = slices.Clone(dims)
-	vs, err := b.checkOps("Reshape", []backends.Op{x})
-	if err != nil {
-		return nil, err
+	one := func(sb backends.Builder, x backends.Op) (backends.Op, error) {
+		return sb.Reshape(x, slices.Clone(dims)...)
 	}
-	replay := func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		o, err := sb.Reshape(in[0], slices.Clone(dims)...)
-		return []backends.Op{o}, err
-	}
-	sos, err := replay(b.shadow, shadowOps(vs))
-	if err != nil {
-		return nil, err
-	}
-	so := sos[0]
-	if v, ok := b.byShadow[so]; ok {
-		return v, nil
-	}
-	out, err := b.shadow.OpShape(so)
-	if err != nil {
-		return nil, err
+	replay := oneResult(one)
+	vs, so, existing, out, err := b.shadowUnary("Reshape", x, one)
+	if err != nil || existing != nil {
+		return existing, err
 	}
 	if b.backend.plain || out.Size() > smallReshape || vs[0].node.kind != kindCustom {
 		return b.addShadowNode(&node{kind: kindDelegate, opType: backends.OpTypeReshape, inputs: vs, replay: replay}, so)
 	}
 	exec := func(be *Backend, in []backends.Buffer, _ []bool) (backends.Buffer, int, error) {
-		src, err := be.BufferData(in[0])
-		if err != nil {
-			return nil, -1, err
-		}
-		buf, flat, err := be.NewSharedBuffer(0, out)
+		src, buf, flat, err := be.srcAndOut(in[0], out)
 		if err != nil {
 			return nil, -1, err
 		}

@@ -34,6 +34,7 @@ import (
 
 	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/backend/gocpu"
+	"github.com/cas-engine/cas/bench"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/tensor"
 )
@@ -114,7 +115,7 @@ type Options struct {
 	// measureModel).
 	Plain bool
 	// PeerScript is torch_qwen_peer.py (empty: no peer); Python runs it
-	// (default /usr/bin/python3).
+	// (default bench.DefaultPython).
 	PeerScript, Python string
 	// Profile also runs one training step and one decode of each model on
 	// a profiling gocpu backend ("gocpu:profile") and reports the time per
@@ -152,12 +153,7 @@ func (o *Options) defaults() {
 	if o.DecodeTokens <= 0 {
 		o.DecodeTokens = 32
 	}
-	if o.Python == "" {
-		o.Python = "/usr/bin/python3"
-	}
-	if o.Log == nil {
-		o.Log = io.Discard
-	}
+	bench.PeerDefaults(&o.Python, &o.Log)
 }
 
 // Report holds everything one run measured.

@@ -36,17 +36,9 @@ resumable run. Takes about seven GRPO runs per seed (--quick: minutes).`,
 			if err != nil {
 				return err
 			}
-			cfg := demo.DefaultConfig(worldSeed)
-			if quick {
-				cfg = demo.QuickConfig(worldSeed)
-			}
+			var cfg demo.Config
+			cfg, out = demoSetup(worldSeed, quick, out, "ablate")
 			cfg.Variants = demo.AblationVariants()
-			if out == "" {
-				out = "runs/ablate"
-				if quick {
-					out = "runs/ablate-quick"
-				}
-			}
 			applyMemoryLimit(memLimit)
 			in := newInterruptible(cmd.Context())
 			defer in.stop()

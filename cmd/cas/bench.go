@@ -94,7 +94,7 @@ measured in a child process.`,
 		defScript = filepath.Join("..", "shared", "bench", "faiss_peer.py")
 	}
 	f.StringVar(&opt.FAISSScript, "faiss-script", defScript, "faiss_peer.py, run when --faiss-json is not given")
-	f.StringVar(&opt.Python, "python", "/usr/bin/python3", "Python with faiss for --faiss-script")
+	f.StringVar(&opt.Python, "python", bench.DefaultPython, "Python with faiss for --faiss-script")
 	f.IntVar(&memRows, "memory-rows", 1_000_000, "rows of the F16 memory check (0: skip)")
 	f.BoolVar(&skipCompare, "memory-only", false, "run only the memory check")
 	f.BoolVar(&memChild, "memory-child", false, "internal: run the memory check in this process and print JSON")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cas-engine/cas/bench"
 	"github.com/cas-engine/cas/bench/cpubench"
 	"github.com/cas-engine/cas/internal/atomicfile"
 )
@@ -116,7 +117,7 @@ machine.`,
 	}
 	f.StringVar(&opt.PeerScript, "peer", defPeer, "torch_qwen_peer.py")
 	f.BoolVar(&noPeer, "no-peer", false, "skip the PyTorch peer")
-	f.StringVar(&opt.Python, "python", "/usr/bin/python3", "Python with torch for --peer")
+	f.StringVar(&opt.Python, "python", bench.DefaultPython, "Python with torch for --peer")
 	f.StringVar(&jsonPath, "json", "", "also write the report as JSON to this file")
 	return cmd
 }

@@ -38,16 +38,8 @@ and ACI on simulated scores, seconds).`,
 			if conformalOnly {
 				return conformal.Walkthrough(cmd.OutOrStdout(), conformal.WalkthroughConfig{Seed: seed})
 			}
-			cfg := demo.DefaultConfig(seed)
-			if quick {
-				cfg = demo.QuickConfig(seed)
-			}
-			if out == "" {
-				out = "runs/demo"
-				if quick {
-					out = "runs/demo-quick"
-				}
-			}
+			var cfg demo.Config
+			cfg, out = demoSetup(seed, quick, out, "demo")
 			applyMemoryLimit(memLimit)
 			in := newInterruptible(cmd.Context())
 			defer in.stop()
@@ -93,4 +85,21 @@ func applyMemoryLimit(mib int) {
 	if mib > 0 && os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(int64(mib) << 20)
 	}
+}
+
+// demoSetup returns the demo's configuration for seed (the quick preset
+// with --quick) and its output folder: out when given, else runs/NAME
+// (runs/NAME-quick with --quick). `cas demo` and `cas ablate` share it.
+func demoSetup(seed uint64, quick bool, out, name string) (demo.Config, string) {
+	cfg := demo.DefaultConfig(seed)
+	if quick {
+		cfg = demo.QuickConfig(seed)
+	}
+	if out == "" {
+		out = "runs/" + name
+		if quick {
+			out += "-quick"
+		}
+	}
+	return cfg, out
 }

@@ -181,6 +181,31 @@ func writeResults(m Metric, t *tensor.TopK, scores []float32, ids []int64) {
 	}
 }
 
+// writeMerged merges, for each of the nq queries, the per-worker selections
+// (first into the first: a worker without heaps, or without one for that
+// query, is skipped) and writes the result with writeResults into scores/ids,
+// k per query.
+func writeMerged(m Metric, heaps [][]*tensor.TopK, nq, k int, scores []float32, ids []int64) {
+	empty := tensor.NewTopK(0)
+	for i := range nq {
+		var t *tensor.TopK
+		for _, hs := range heaps {
+			if hs == nil || hs[i] == nil {
+				continue
+			}
+			if t == nil {
+				t = hs[i]
+			} else {
+				t.Merge(hs[i])
+			}
+		}
+		if t == nil {
+			t = empty
+		}
+		writeResults(m, t, scores[i*k:(i+1)*k], ids[i*k:(i+1)*k])
+	}
+}
+
 // tileRows is how many rows one blocked scoring step covers: about 192 KiB
 // of float32 rows (a multiple of 4, 4…1024) so the tile stays in L2 while
 // every query of the batch passes over it.

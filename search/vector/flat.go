@@ -110,15 +110,9 @@ func (f *Flat) Reserve(n int) {
 // Add encodes and appends the vectors of x with the given ids (nil: their
 // positions). Once an explicit id has been given, every vector has one.
 func (f *Flat) Add(ids []int64, x []float32) error {
-	n, err := checkVectors("add", x, f.d)
+	n, err := checkAdd(ids, x, f.d, f.IsTrained())
 	if err != nil {
 		return err
-	}
-	if err := checkIDs(ids, n); err != nil {
-		return err
-	}
-	if !f.IsTrained() {
-		return fmt.Errorf("add: %w", ErrNotTrained)
 	}
 	if n == 0 {
 		return nil
@@ -277,23 +271,7 @@ func (f *Flat) searchBlock(q []float32, nq, k int, p *SearchParams, gemm bool, s
 			f.scan(hs, &pq, lo, hi)
 		}
 	})
-	for i := range nq {
-		var t *tensor.TopK
-		for _, hs := range heaps {
-			if hs == nil {
-				continue
-			}
-			if t == nil {
-				t = hs[i]
-			} else {
-				t.Merge(hs[i])
-			}
-		}
-		if t == nil {
-			t = tensor.NewTopK(0)
-		}
-		writeResults(f.metric, t, scores[i*k:(i+1)*k], ids[i*k:(i+1)*k])
-	}
+	writeMerged(f.metric, heaps, nq, k, scores, ids)
 }
 
 // scan scores rows [lo, hi) for every prepared query and offers them to the

@@ -185,12 +185,21 @@ func checkSearch(q []float32, k, d int) (int, error) {
 	return nq, nil
 }
 
-// checkIDs validates ids for n new vectors.
-func checkIDs(ids []int64, n int) error {
-	if ids != nil && len(ids) != n {
-		return fmt.Errorf("add: %d ids for %d vectors", len(ids), n)
+// checkAdd validates Add's arguments for a d-dimensional index: x holds
+// whole vectors, ids (when not nil) one per vector, and the index is
+// trained. It returns the number of vectors.
+func checkAdd(ids []int64, x []float32, d int, trained bool) (int, error) {
+	n, err := checkVectors("add", x, d)
+	if err != nil {
+		return 0, err
 	}
-	return nil
+	if ids != nil && len(ids) != n {
+		return 0, fmt.Errorf("add: %d ids for %d vectors", len(ids), n)
+	}
+	if !trained {
+		return 0, fmt.Errorf("add: %w", ErrNotTrained)
+	}
+	return n, nil
 }
 
 // IndexInfo summarises an index (for `cas index info`).

@@ -227,15 +227,9 @@ func assignLists(q *Flat, x []float32, threads int) ([]int64, error) {
 // residual, for SQ8) to that list, with the given ids (nil: the positions
 // Len(), Len()+1, …).
 func (ix *IVF) Add(ids []int64, x []float32) error {
-	n, err := checkVectors("add", x, ix.d)
+	n, err := checkAdd(ids, x, ix.d, ix.IsTrained())
 	if err != nil {
 		return err
-	}
-	if err := checkIDs(ids, n); err != nil {
-		return err
-	}
-	if !ix.IsTrained() {
-		return fmt.Errorf("add: %w", ErrNotTrained)
 	}
 	d := ix.d
 	const chunk = 8192
@@ -382,24 +376,7 @@ func (ix *IVF) Search(q []float32, k int, p *SearchParams) ([]float32, []int64, 
 	}
 	wg.Wait()
 
-	empty := tensor.NewTopK(0)
-	for i := range nq {
-		var t *tensor.TopK
-		for _, hs := range heaps {
-			if hs[i] == nil {
-				continue
-			}
-			if t == nil {
-				t = hs[i]
-			} else {
-				t.Merge(hs[i])
-			}
-		}
-		if t == nil {
-			t = empty
-		}
-		writeResults(ix.metric, t, scores[i*k:(i+1)*k], ids[i*k:(i+1)*k])
-	}
+	writeMerged(ix.metric, heaps, nq, k, scores, ids)
 	return scores, ids, nil
 }
 

@@ -26,6 +26,13 @@ func newIVFFixture(n, nq, d int) *ivfFixture {
 func buildIVF(t testing.TB, x []float32, d, nlist int, m Metric, enc Encoding) *IVF {
 	t.Helper()
 	ix, err := NewIVF(d, nlist, IVFOptions{Metric: m, Encoding: enc, KMeans: KMeansOptions{Seed: 1}})
+	return trainAndAdd(t, ix, err, x)
+}
+
+// trainAndAdd trains the new index ix (err: its constructor's error) on x
+// and adds x, failing t on any error.
+func trainAndAdd[I Index](t testing.TB, ix I, err error, x []float32) I {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}

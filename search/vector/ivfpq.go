@@ -290,15 +290,9 @@ func (ix *IVFPQ) encodeChunk(x []float32, threads int) ([]int64, []uint8, error)
 // Len(), Len()+1, …). An attached refine source is dropped (its rows no
 // longer cover the index).
 func (ix *IVFPQ) Add(ids []int64, x []float32) error {
-	n, err := checkVectors("add", x, ix.d)
+	n, err := checkAdd(ids, x, ix.d, ix.IsTrained())
 	if err != nil {
 		return err
-	}
-	if err := checkIDs(ids, n); err != nil {
-		return err
-	}
-	if !ix.IsTrained() {
-		return fmt.Errorf("add: %w", ErrNotTrained)
 	}
 	d, m := ix.d, ix.pq.m
 	const chunk = 8192

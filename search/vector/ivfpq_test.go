@@ -14,16 +14,7 @@ import (
 func buildIVFPQ(t testing.TB, x []float32, d, nlist, m int, metric Metric) *IVFPQ {
 	t.Helper()
 	ix, err := NewIVFPQ(d, nlist, IVFPQOptions{Metric: metric, M: m, KMeans: KMeansOptions{Seed: 1, Iterations: 8}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ix.Train(x); err != nil {
-		t.Fatal(err)
-	}
-	if err := ix.Add(nil, x); err != nil {
-		t.Fatal(err)
-	}
-	return ix
+	return trainAndAdd(t, ix, err, x)
 }
 
 // TestIVFPQRecall checks recall@10 of IVF-PQ against exact search on a
