@@ -398,14 +398,18 @@ func (g *Gemm) packedTask(out []float32, ks *gemmKernelSet, s *gemmScratch, t ge
 	mcMax := min(bl.mc, t.i1-t.i0)
 	kcMax := min(bl.kc, k)
 	// A stored depth-major (each depth's rows contiguous: the activations
-	// of a weight gradient, contracted over their leading token axes) is
-	// packed for the task's whole row range once per depth slice, so each
-	// depth is read as one sequential run rather than one short run per
-	// mc block; the short runs, a row length apart, defeat the hardware
-	// prefetcher (BenchmarkGemmLayoutCPUTime, layout TN).
-	wholeA := g.A.F32 != nil && g.A.RowStride == 1 && g.A.ColStride != 1 && t.i1-t.i0 > bl.mc && t.i1-t.i0 <= gemmWholeARows
+	// or output gradient of a weight gradient, contracted over their
+	// leading token axes) is packed in chunks of up to gemmWholeARows rows
+	// (whole mc blocks) once per depth slice, so each depth is read as one
+	// sequential run rather than one short run per mc block; the short
+	// runs, a row length apart, defeat the hardware prefetcher
+	// (BenchmarkGemmLayoutCPUTime, layout TN). The mc blocks and their
+	// order are the same either way, so results do not change.
+	wholeA := g.A.F32 != nil && g.A.RowStride == 1 && g.A.ColStride != 1 && t.i1-t.i0 > bl.mc
+	chunk := bl.mc
 	if wholeA {
-		mcMax = t.i1 - t.i0
+		chunk = gemmWholeARows / bl.mc * bl.mc
+		mcMax = min(chunk, t.i1-t.i0)
 	}
 	s.b = growF32(s.b, kcMax*((ncMax+nr-1)/nr*nr))
 	s.a = growF32(s.a, kcMax*((mcMax+mr-1)/mr*mr))
@@ -418,14 +422,15 @@ func (g *Gemm) packedTask(out []float32, ks *gemmKernelSet, s *gemmScratch, t ge
 			acc := g.Accumulate || pc > 0
 			// B panel: row r of the panel set is column jc+r of B.
 			packPanels(s.b, &g.B, bBase+jc*g.B.ColStride+pc*g.B.RowStride, g.B.ColStride, g.B.RowStride, nc, kc, nr, s.tmp, ks)
-			if wholeA {
-				packPanels(s.a, &g.A, aBase+t.i0*g.A.RowStride+pc*g.A.ColStride, g.A.RowStride, g.A.ColStride, t.i1-t.i0, kc, mr, s.tmp, ks)
-			}
 			for ic := t.i0; ic < t.i1; ic += bl.mc {
 				mc := min(bl.mc, t.i1-ic)
 				pa := s.a // this block's panels
-				if wholeA {
-					pa = s.a[(ic-t.i0)*kc:] // mc is a multiple of mr
+				if off := (ic - t.i0) % chunk; wholeA {
+					if off == 0 {
+						rows := min(chunk, t.i1-ic)
+						packPanels(s.a, &g.A, aBase+ic*g.A.RowStride+pc*g.A.ColStride, g.A.RowStride, g.A.ColStride, rows, kc, mr, s.tmp, ks)
+					}
+					pa = s.a[off*kc:] // mc is a multiple of mr
 				} else {
 					packPanels(s.a, &g.A, aBase+ic*g.A.RowStride+pc*g.A.ColStride, g.A.RowStride, g.A.ColStride, mc, kc, mr, s.tmp, ks)
 				}
@@ -460,7 +465,9 @@ func (g *Gemm) packedTask(out []float32, ks *gemmKernelSet, s *gemmScratch, t ge
 }
 
 // gemmWholeARows bounds the rows of A packed at once for a depth-major A
-// (1536·384·4 B = 2.25 MiB, the size of a packed B block).
+// (1536·384·4 B = 2.25 MiB, the size of a packed B block); a longer row
+// range (the 25M model's output layer: 16384 vocabulary rows) is packed in
+// chunks of this many rows.
 const gemmWholeARows = 1536
 
 // packPanels packs rows [0, rows) × depth [0, kc) of a matrix view into
@@ -475,13 +482,12 @@ func packPanels(dst []float32, op *Operand, base, rs, ps, rows, kc, w int, tmp [
 	if ps != 1 && rs == 1 && op.F32 != nil && full > 0 {
 		// The rows of one depth p are contiguous: one pass over p copies
 		// them into every full panel (reading each source row once).
-		for p := range kc {
-			src := op.F32[base+p*ps : base+p*ps+full]
-			for q0 := 0; q0 < full; q0 += w {
-				d := dst[q0*kc+p*w : q0*kc+p*w+w]
-				copy(d, src[q0:q0+w])
-			}
-		}
+		//
+		// The panel widths of the kernel sets (mr 12 and 6, nr 32 and
+		// 16) are copied as fixed-size arrays: copy() of a few dozen
+		// bytes calls runtime.memmove once per panel row, which halved the
+		// rate of the output layer's weight gradient (TN, 16384 rows).
+		packDepthRuns(dst, op.F32, base, ps, full, kc, w)
 		if full < rows {
 			packPanelsSlow(dst[full*kc:], op, base+full*rs, rs, ps, rows-full, kc, w, tmp)
 		}
@@ -505,6 +511,39 @@ func packPanels(dst []float32, op *Operand, base, rs, ps, rows, kc, w int, tmp [
 			continue
 		}
 		packPanelsSlow(panel, op, base+q0*rs, rs, ps, h, kc, w, tmp)
+	}
+}
+
+// packDepthRuns is packPanels' depth-contiguous case for panels of w rows:
+// dst[q0·kc + p·w + r] = src[base + p·ps + q0 + r] for p < kc and
+// q0 + r < full (a multiple of w), runs of the kernel sets' widths moved as
+// fixed-size arrays.
+func packDepthRuns(dst, src []float32, base, ps, full, kc, w int) {
+	for p := range kc {
+		s := src[base+p*ps : base+p*ps+full]
+		d := dst[p*w:]
+		switch w {
+		case 12:
+			for q0 := 0; q0 < full; q0 += 12 {
+				*(*[12]float32)(d[q0*kc:]) = *(*[12]float32)(s[q0:])
+			}
+		case 32:
+			for q0 := 0; q0 < full; q0 += 32 {
+				*(*[32]float32)(d[q0*kc:]) = *(*[32]float32)(s[q0:])
+			}
+		case 16:
+			for q0 := 0; q0 < full; q0 += 16 {
+				*(*[16]float32)(d[q0*kc:]) = *(*[16]float32)(s[q0:])
+			}
+		case 6:
+			for q0 := 0; q0 < full; q0 += 6 {
+				*(*[6]float32)(d[q0*kc:]) = *(*[6]float32)(s[q0:])
+			}
+		default:
+			for q0 := 0; q0 < full; q0 += w {
+				copy(d[q0*kc:q0*kc+w], s[q0:q0+w])
+			}
+		}
 	}
 }
 

@@ -143,3 +143,19 @@ func BenchmarkVekDotPeak(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGemmLMHeadGrad is the 25M model's output-layer weight gradient
+// as gocpu runs it: ∂E[V, H] = Σ_t dlogits[t, v]·x[t, h] over the 8·256
+// tokens, A = dlogits read depth-major ([T, V] contracted over T), B = x
+// row-major [T, H], V = 16384, H = 512, on all cores (wall clock).
+func BenchmarkGemmLMHeadGrad(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 6))
+	const v, h, t = 16384, 512, 2048
+	dl, x := randF32(r, t*v), randF32(r, t*h)
+	out := make([]float32, v*h)
+	g := Gemm{Batch: 1, M: v, N: h, K: t, A: Operand{F32: dl, RowStride: 1, ColStride: v}, B: RowMajor(x, t, h)}
+	for b.Loop() {
+		g.mustRun(out)
+	}
+	reportGFLOPS(b, 2*float64(v)*h*t)
+}

@@ -29,3 +29,29 @@ func TestGemmDepthMajorALong(t *testing.T) {
 		}
 	}
 }
+
+// TestPackPanelsDepthRuns: packing a depth-contiguous view (the fixed-size
+// runs of packDepthRuns, every panel width the kernel sets use and one they
+// do not, a partial last panel) equals the element-by-element packing.
+func TestPackPanelsDepthRuns(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 5))
+	for _, w := range []int{4, 6, 8, 12, 16, 32, 5} {
+		for _, rows := range []int{1, w, 3*w + 1, 7 * w} {
+			const kc, ps, base = 13, 401, 7
+			src := randF32(r, base+kc*ps)
+			op := Operand{F32: src}
+			panels := (rows + w - 1) / w
+			got, want := randF32(r, panels*w*kc), make([]float32, panels*w*kc)
+			packPanels(got, &op, base, 1, ps, rows, kc, w, make([]float32, kc), goGemmKernels)
+			for q := range panels {
+				h := min(w, rows-q*w)
+				packPanelsSlow(want[q*w*kc:], &op, base+q*w, 1, ps, h, kc, w, make([]float32, kc))
+			}
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("w %d rows %d: element %d is %v, want %v", w, rows, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}

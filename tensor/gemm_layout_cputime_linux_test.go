@@ -13,8 +13,9 @@ import (
 // or activations, contracted over their leading token axes: what a weight
 // gradient reads), "N" row-major [M, K]; for B, "N" is [K, N] row-major and
 // "T" is Wᵀ of W [N, K] (the forward x·Wᵀ). Shapes: the 4M model's MLP
-// (704×256) and a quarter of the 25M model's output layer (4096×512: the
-// rows one of two workers takes of 16384).
+// (704×256), a quarter of the 25M model's output layer (4096×512: the
+// rows one of two workers takes of 16384) and the whole of it
+// ("lm-head-V", 16384×512, the vocabulary stride of the real dlogits).
 //
 //	go test -run '^$' -bench GemmLayoutCPUTime ./tensor/
 func BenchmarkGemmLayoutCPUTime(b *testing.B) {
@@ -22,7 +23,7 @@ func BenchmarkGemmLayoutCPUTime(b *testing.B) {
 	for _, s := range []struct {
 		name    string
 		m, n, k int
-	}{{"mlp", 704, 256, 2048}, {"lm-head", 4096, 512, 2048}} {
+	}{{"mlp", 704, 256, 2048}, {"lm-head", 4096, 512, 2048}, {"lm-head-V", 16384, 512, 2048}} {
 		m, n, k := s.m, s.n, s.k
 		a, w := randF32(r, m*k), randF32(r, n*k)
 		out := make([]float32, m*n)
