@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -75,7 +76,7 @@ unless --keep.`,
 				}
 			}
 			for _, c := range opt.Configs {
-				if !containsString(bench.ScaleConfigs, c) {
+				if !slices.Contains(bench.ScaleConfigs, c) {
 					return fmt.Errorf("--configs: unknown configuration %q (want %s)", c, strings.Join(bench.ScaleConfigs, ", "))
 				}
 			}
@@ -124,13 +125,4 @@ unless --keep.`,
 	f.MarkHidden("scale-child")
 	f.MarkHidden("scale-set")
 	return cmd
-}
-
-func containsString(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
