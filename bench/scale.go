@@ -378,6 +378,8 @@ func RunScale(ctx context.Context, opt ScaleOptions) (*ScaleReport, error) {
 			row.Recall10 = vectest.RecallAt(row.IDs, exact, 10)
 			row.IDs = nil
 			rep.Rows = append(rep.Rows, row)
+			fmt.Fprintf(opt.Log, "scale: N=%d %s: build %.1f s (peak %.2f GiB), serve peak %.2f GiB, single %.2f ms, batch %.0f q/s, recall@10 %.3f\n",
+				n, c, row.BuildS, gib(float64(row.BuildPeak)), gib(float64(row.ServePeak)), row.SingleMs, row.BatchQPS, row.Recall10)
 		}
 		if !opt.Keep {
 			os.RemoveAll(dir)
