@@ -23,6 +23,7 @@ func newBenchCmd() *cobra.Command {
 		newBenchServeCmd(),
 		newBenchCPUCmd(),
 		newBenchGPUCmd(),
+		newBenchScaleCmd(),
 	)
 	return cmd
 }

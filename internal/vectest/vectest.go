@@ -116,3 +116,41 @@ func ReadFAISSGolden(t testing.TB, path string) []FAISSGolden {
 	}
 	return out
 }
+
+// LowRankGen streams the distribution of LowRank in chunks, for sets too
+// large to hold twice: each chunk of n rows is Z·A + noise, normalized, with
+// Z [n, r] Gaussian drawn from the generator's own stream, the product
+// computed by the tensor GEMM on workers goroutines. The same seed gives
+// the same rows whatever the chunk sizes' sum; the rows differ from
+// LowRank's (a different draw order), not their law.
+type LowRankGen struct {
+	d, r    int
+	a       []float32
+	rng     *rand.Rand
+	workers int
+}
+
+// NewLowRankGen returns a generator of rank-r unit vectors in d dimensions.
+func NewLowRankGen(d, r int, seed uint64, workers int) *LowRankGen {
+	rng := rand.New(rand.NewPCG(seed, 99))
+	a := make([]float32, r*d)
+	for i := range a {
+		a[i] = float32(rng.NormFloat64())
+	}
+	return &LowRankGen{d: d, r: r, a: a, rng: rng, workers: max(workers, 1)}
+}
+
+// Next fills dst (a multiple of d floats) with the next rows.
+func (g *LowRankGen) Next(dst []float32) {
+	n := len(dst) / g.d
+	z := make([]float32, n*g.r)
+	for i := range z {
+		z[i] = float32(g.rng.NormFloat64())
+	}
+	tensor.MatMul(dst[:n*g.d], z, g.a, n, g.d, g.r, g.workers)
+	noise := 0.5 * math.Sqrt(float64(g.r))
+	for i := range dst[:n*g.d] {
+		dst[i] += float32(noise * g.rng.NormFloat64())
+	}
+	tensor.L2Normalize(dst[:n*g.d], g.d)
+}
