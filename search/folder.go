@@ -422,14 +422,7 @@ func indexChunks(chunks EmbeddingChunks, opt DenseBuildOptions) (vector.Index, e
 		return nil, err
 	}
 	if !ix.IsTrained() {
-		want := opt.TrainSize
-		if want <= 0 {
-			want = 1 << 16
-			if opt.NList > 0 {
-				want = 256 * opt.NList
-			}
-		}
-		want = min(want, chunks.Len())
+		want := min(vector.TrainSize(opt.TrainSize, opt.NList), chunks.Len())
 		step := max(chunks.Len()/want, 1)
 		sample := make([]float32, 0, want*chunks.Dim)
 		row := 0

@@ -27,6 +27,19 @@ type VectorBuildOptions struct {
 	Progress io.Writer
 }
 
+// TrainSize is the number of vectors sampled to train an index: size when
+// positive, else FAISS's cap of 256 per list for an IVF index with nlist
+// lists, else 65,536 (an SQ8 flat index's value ranges).
+func TrainSize(size, nlist int) int {
+	switch {
+	case size > 0:
+		return size
+	case nlist > 0:
+		return 256 * nlist
+	}
+	return 1 << 16
+}
+
 // BuildVectorIndex builds a Flat or IVF index from a raw float32 vector
 // file, reading it in chunks so that the file may exceed memory: an F16
 // flat index of n vectors holds 2·n·d bytes plus one chunk. Training reads
@@ -56,14 +69,7 @@ func BuildVectorIndex(v *VectorFile, ids []int64, opt VectorBuildOptions) (Index
 		ix = f
 	}
 	if !ix.IsTrained() {
-		m := opt.TrainSize
-		if m <= 0 {
-			m = 1 << 16
-			if opt.NList > 0 {
-				m = 256 * opt.NList
-			}
-		}
-		m = min(m, n)
+		m := min(TrainSize(opt.TrainSize, opt.NList), n)
 		sample, err := readSample(v, m, opt.KMeans.Seed)
 		if err != nil {
 			return nil, err

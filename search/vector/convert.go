@@ -193,11 +193,7 @@ func convertFlat(ctx context.Context, src *Flat, path string, spec ConvertOption
 		return err
 	}
 	if spec.Encoding == SQ8 {
-		m := spec.TrainSize
-		if m <= 0 {
-			m = 1 << 16
-		}
-		sample := trainingSample(src, m, spec.Release)
+		sample := trainingSample(src, TrainSize(spec.TrainSize, 0), spec.Release)
 		if err := dst.Train(sample); err != nil {
 			return fmt.Errorf("convert: %w", err)
 		}
@@ -258,12 +254,9 @@ func convertIVF(ctx context.Context, src *Flat, path string, spec ConvertOptions
 	if spec.NList > n {
 		return fmt.Errorf("convert: --ivf %d lists for %d vectors (at most one list per vector)", spec.NList, n)
 	}
-	m := spec.TrainSize
-	if m <= 0 {
-		m = 256 * spec.NList
-		if spec.PQ > 0 {
-			m = max(m, pqTrainSample)
-		}
+	m := TrainSize(spec.TrainSize, spec.NList)
+	if spec.TrainSize <= 0 && spec.PQ > 0 {
+		m = max(m, pqTrainSample)
 	}
 	var (
 		ix  *IVF
