@@ -323,6 +323,22 @@ func (a *ACI) QHat() float64 {
 	return quantileInPlace(a.scratch, 1-a.alpha, a.cfg.Quantile)
 }
 
+// LowConfidenceRate is the fraction of scores strictly above the threshold
+// q: ACI's err_t = (1/B) Σ_i 1[s_i > q_t], and the error rate any fixed
+// threshold would have had on the same batch (NaN for no scores).
+func LowConfidenceRate(scores []float64, q float64) float64 {
+	if len(scores) == 0 {
+		return math.NaN()
+	}
+	above := 0
+	for _, s := range scores {
+		if s > q {
+			above++
+		}
+	}
+	return float64(above) / float64(len(scores))
+}
+
 // Step runs one ACI step on the batch's scores (see ACI). It fails, leaving
 // the state unchanged, on an empty batch or a non-finite score.
 func (a *ACI) Step(scores []float64) (ACIStep, error) {
@@ -334,16 +350,13 @@ func (a *ACI) Step(scores []float64) (ACIStep, error) {
 	}
 	q := a.QHat()
 	w := make([]float64, len(scores))
-	above := 0
 	for i, s := range scores {
+		w[i] = 1
 		if s > q {
-			above++
 			w[i] = a.cfg.Eta
-		} else {
-			w[i] = 1
 		}
 	}
-	errT := float64(above) / float64(len(scores))
+	errT := LowConfidenceRate(scores, q)
 	a.t++
 	st := ACIStep{T: a.t, Alpha: a.alpha, QHat: q, Err: errT, Weights: w}
 	c := a.cfg

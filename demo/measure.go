@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/cas-engine/cas/agent"
+	"github.com/cas-engine/cas/conformal"
 	"github.com/cas-engine/cas/train"
 	"github.com/cas-engine/cas/world"
 )
@@ -98,17 +99,7 @@ func FixedThresholdErr(ms []train.StepMetrics) []float64 {
 	}
 	q := float64(ms[0].QHat)
 	for i, m := range ms {
-		if len(m.Scores) == 0 {
-			out[i] = math.NaN()
-			continue
-		}
-		above := 0
-		for _, s := range m.Scores {
-			if s > q {
-				above++
-			}
-		}
-		out[i] = float64(above) / float64(len(m.Scores))
+		out[i] = conformal.LowConfidenceRate(m.Scores, q)
 	}
 	return out
 }
