@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/cas-engine/cas/internal/scriptpolicy"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/qa"
 )
@@ -16,8 +17,8 @@ func TestPromptTokensMatchRollout(t *testing.T) {
 	for _, mode := range []Mode{ModeAgent, ModeDirect} {
 		cfg := DefaultRolloutConfig()
 		cfg.Mode = mode
-		p := &scriptPolicy{tok: tok, eos: tok.EOS(), vocab: 384, maxCtx: 4096,
-			next: func(string, int) (string, qwen.FinishReason) { return "<answer> x</answer>", qwen.FinishEOS }}
+		p := &scriptPolicy{scriptpolicy.Policy{Tok: tok, EOS: tok.EOS(), Vocab: 384, MaxCtx: 4096,
+			Next: func(string, int) (string, qwen.FinishReason) { return "<answer> x</answer>", qwen.FinishEOS }}}
 		ret := retrieverFunc(nil)
 		run, err := NewRunner(p, tok, ret, cfg)
 		if err != nil {

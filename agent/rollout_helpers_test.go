@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/internal/piecetok"
+	"github.com/cas-engine/cas/internal/scriptpolicy"
 	"github.com/cas-engine/cas/internal/sharedtest"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/tokenizer"
@@ -132,111 +132,12 @@ func bm25Corpus(t testing.TB, n int) *testCorpus {
 	return c
 }
 
-// scriptPolicy is a Policy whose sessions write scripted text through the
-// same rollout code path as a model: next(question, gen) gives the text of
-// the gen-th generation (1-based) of a row whose prompt asks question, and
-// how it ends (qwen.FinishEOS appends the EOS id). Generation stops after
-// the token completing a stop string, as the model's does. Every token's
-// log-prob is −(gen + position/1000), so tests can check where each one
-// landed. Sessions record what was appended, to check that only new tokens
-// are fed.
-type scriptPolicy struct {
-	tok    Tokenizer
-	eos    int
-	vocab  int
-	maxCtx int
-	next   func(question string, gen int) (string, qwen.FinishReason)
-
-	mu       sync.Mutex
-	sessions []*scriptSession
-}
+// scriptPolicy is the scripted model of internal/scriptpolicy as a Policy.
+type scriptPolicy struct{ scriptpolicy.Policy }
 
 func (p *scriptPolicy) NewSession(batch, capacity int, seed uint64) (Session, error) {
-	s := &scriptSession{p: p, seqs: make([][]int, batch), gens: make([]int, batch)}
-	p.mu.Lock()
-	p.sessions = append(p.sessions, s)
-	p.mu.Unlock()
-	return s, nil
+	return p.Start(batch), nil
 }
-
-func (p *scriptPolicy) MaxContext() int { return p.maxCtx }
-func (p *scriptPolicy) VocabSize() int  { return p.vocab }
-
-type scriptSession struct {
-	p       *scriptPolicy
-	seqs    [][]int // everything fed or generated, per row
-	gens    []int
-	appends int
-	closed  bool
-}
-
-func (s *scriptSession) Append(tokens [][]int) error {
-	if len(tokens) != len(s.seqs) {
-		return fmt.Errorf("append: %d rows for %d", len(tokens), len(s.seqs))
-	}
-	s.appends++
-	for b, ids := range tokens {
-		s.seqs[b] = append(s.seqs[b], ids...)
-	}
-	return nil
-}
-
-// question extracts the question from a row's prompt text.
-func (s *scriptSession) question(b int) string {
-	text := s.p.tok.Decode(s.seqs[b], true)
-	i := strings.LastIndex(text, "Question: ")
-	if i < 0 {
-		return ""
-	}
-	q := text[i+len("Question: "):]
-	if j := strings.IndexAny(q, "\n<"); j >= 0 {
-		q = q[:j]
-	}
-	return q
-}
-
-func (s *scriptSession) Generate(opts qwen.GenerateOptions, active []bool) ([]qwen.Result, error) {
-	out := make([]qwen.Result, len(s.seqs))
-	for b := range s.seqs {
-		if active != nil && !active[b] {
-			continue
-		}
-		s.gens[b]++
-		text, fin := s.p.next(s.question(b), s.gens[b])
-		ids := s.p.tok.Encode(text)
-		if fin == qwen.FinishEOS {
-			ids = append(ids, s.p.eos)
-		}
-		r := qwen.Result{Finish: fin}
-		for i := 1; i <= len(ids); i++ {
-			if i > opts.MaxNewTokens {
-				r.Finish = qwen.FinishLength
-				ids = ids[:opts.MaxNewTokens]
-				break
-			}
-			tail := opts.Decode(ids[:i])
-			stopped := false
-			for _, st := range opts.Stop {
-				if strings.Contains(tail, st) {
-					r.Finish, r.StopString, stopped = qwen.FinishStop, st, true
-				}
-			}
-			if stopped {
-				ids = ids[:i]
-				break
-			}
-		}
-		r.IDs = ids
-		for i := range ids {
-			r.LogProbs = append(r.LogProbs, -float32(s.gens[b])-float32(i)/1000)
-		}
-		s.seqs[b] = append(s.seqs[b], ids...)
-		out[b] = r
-	}
-	return out, nil
-}
-
-func (s *scriptSession) Close() { s.closed = true }
 
 // retrieverFunc adapts a function to search.Retriever.
 type retrieverFunc func(ctx context.Context, queries []string, k int) ([][]search.Hit, error)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cas-engine/cas/conformal"
+	"github.com/cas-engine/cas/internal/scriptpolicy"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/tokenizer"
 	"github.com/cas-engine/cas/qa"
@@ -299,7 +300,7 @@ func scripted(t *testing.T, cfg RolloutConfig, r search.Retriever, next func(q s
 	if !ok {
 		t.Fatal("no <|im_end|>")
 	}
-	p := &scriptPolicy{tok: tok, eos: eos, vocab: 151936, maxCtx: 40960, next: next}
+	p := &scriptPolicy{scriptpolicy.Policy{Tok: tok, EOS: eos, Vocab: 151936, MaxCtx: 40960, Next: next}}
 	run, err := NewRunner(p, tok, r, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -336,18 +337,18 @@ func TestRolloutScripted(t *testing.T) {
 	if !strings.HasSuffix(promptText, "<|im_start|>assistant\n<think>\n\n</think>\n\n") {
 		t.Fatalf("Qwen3 prompt does not end with an empty think block: %q", promptText[len(promptText)-60:])
 	}
-	if len(pol.sessions) != 1 {
-		t.Fatalf("%d sessions, want 1", len(pol.sessions))
+	if len(pol.Sessions) != 1 {
+		t.Fatalf("%d sessions, want 1", len(pol.Sessions))
 	}
-	sess := pol.sessions[0]
+	sess := pol.Sessions[0]
 	for i, tr := range trajs {
 		checkStructure(t, tok, cfg, tr, corpus.contents)
 		if !slices.Equal(tr.IDs[:tr.PromptLen], tok.Encode(promptText)) {
 			t.Fatalf("prompt tokens differ from the rendered chat template")
 		}
 		// only new tokens were fed: the session's sequence is the trajectory
-		if !slices.Equal(sess.seqs[i], tr.IDs) {
-			t.Fatalf("session row %d holds %d tokens, trajectory %d", i, len(sess.seqs[i]), len(tr.IDs))
+		if !slices.Equal(sess.Seqs[i], tr.IDs) {
+			t.Fatalf("session row %d holds %d tokens, trajectory %d", i, len(sess.Seqs[i]), len(tr.IDs))
 		}
 		if tr.Finish != FinishAnswer || tr.Turns != 2 || len(tr.Searches) != 1 {
 			t.Fatalf("finish %s, turns %d, searches %d; want answer, 2, 1", tr.Finish, tr.Turns, len(tr.Searches))
@@ -607,10 +608,10 @@ func TestRolloutBadInput(t *testing.T) {
 			}
 			run, pol, _ := scripted(t, cfg, tc.r, search1)
 			if tc.vocab > 0 {
-				pol.vocab = tc.vocab
+				pol.Vocab = tc.vocab
 			}
 			if strings.Contains(tc.wantErr, "model context") {
-				pol.maxCtx = 100
+				pol.MaxCtx = 100
 			}
 			trajs, err := run.Run(context.Background(), tc.qs, 1, 0)
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -802,7 +803,7 @@ func BenchmarkRolloutLoop(b *testing.B) {
 		qs[i] = qa.Record{ID: fmt.Sprint(i), Question: "Who did Evan Morris lobby for?", Answers: []string{"Genentech"}}
 	}
 	for b.Loop() {
-		p := &scriptPolicy{tok: tok, eos: eos, vocab: 151936, maxCtx: 40960, next: next}
+		p := &scriptPolicy{scriptpolicy.Policy{Tok: tok, EOS: eos, Vocab: 151936, MaxCtx: 40960, Next: next}}
 		run, err := NewRunner(p, tok, corpus.retriever, cfg)
 		if err != nil {
 			b.Fatal(err)

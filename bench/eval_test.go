@@ -18,6 +18,7 @@ import (
 	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/conformal"
 	"github.com/cas-engine/cas/internal/piecetok"
+	"github.com/cas-engine/cas/internal/scriptpolicy"
 	"github.com/cas-engine/cas/internal/sharedtest"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/tokenizer"
@@ -134,50 +135,18 @@ func TestLoadDatasetErrors(t *testing.T) {
 }
 
 // scriptPolicy writes fixed text per question and generation through the
-// rollout code path (the real-model path is TestEvalTinyModel's).
-type scriptPolicy struct {
-	tok  agent.Tokenizer
-	next func(question string, gen int) string
+// rollout code path (internal/scriptpolicy; the real-model path is
+// TestEvalTinyModel's): each generation ends as a stop would.
+type scriptPolicy struct{ scriptpolicy.Policy }
+
+func newScriptPolicy(tok agent.Tokenizer, next func(question string, gen int) string) *scriptPolicy {
+	return &scriptPolicy{scriptpolicy.Policy{Tok: tok, Vocab: 151936, MaxCtx: 40960,
+		Next: func(q string, gen int) (string, qwen.FinishReason) { return next(q, gen), qwen.FinishStop }}}
 }
 
 func (p *scriptPolicy) NewSession(batch, capacity int, seed uint64) (agent.Session, error) {
-	return &scriptSession{p: p, seqs: make([][]int, batch), gens: make([]int, batch)}, nil
+	return p.Start(batch), nil
 }
-func (p *scriptPolicy) MaxContext() int { return 40960 }
-func (p *scriptPolicy) VocabSize() int  { return 151936 }
-
-type scriptSession struct {
-	p    *scriptPolicy
-	seqs [][]int
-	gens []int
-}
-
-func (s *scriptSession) Append(tokens [][]int) error {
-	for b, ids := range tokens {
-		s.seqs[b] = append(s.seqs[b], ids...)
-	}
-	return nil
-}
-
-func (s *scriptSession) Generate(opts qwen.GenerateOptions, active []bool) ([]qwen.Result, error) {
-	out := make([]qwen.Result, len(s.seqs))
-	for b := range s.seqs {
-		if active != nil && !active[b] {
-			continue
-		}
-		s.gens[b]++
-		text := s.p.tok.Decode(s.seqs[b], true)
-		q := text[strings.LastIndex(text, "Question: ")+len("Question: "):]
-		q = q[:strings.IndexAny(q, "\n<")]
-		ids := s.p.tok.Encode(s.p.next(q, s.gens[b]))
-		ids = ids[:min(len(ids), opts.MaxNewTokens)]
-		out[b] = qwen.Result{IDs: ids, LogProbs: make([]float32, len(ids)), Finish: qwen.FinishStop}
-		s.seqs[b] = append(s.seqs[b], ids...)
-	}
-	return out, nil
-}
-
-func (s *scriptSession) Close() {}
 
 type fixedRetriever struct{ docs []search.Doc }
 
@@ -258,7 +227,7 @@ func TestEvalScripted(t *testing.T) {
 	}
 	cfg := agent.DefaultRolloutConfig()
 	cfg.Temperature = 0
-	r, err := agent.NewRunner(&scriptPolicy{tok: tok, next: next}, tok, fixedRetriever{testDocs()}, cfg)
+	r, err := agent.NewRunner(newScriptPolicy(tok, next), tok, fixedRetriever{testDocs()}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,7 +341,7 @@ func TestEvalBaselines(t *testing.T) {
 			ret = fixedRetriever{testDocs()}
 			cfg.SetAPS(conformal.APS{Temperature: 1, MinDocs: 1, MaxDocs: 5}, 0.9)
 		}
-		r, err := agent.NewRunner(&scriptPolicy{tok: tok, next: next}, tok, ret, cfg)
+		r, err := agent.NewRunner(newScriptPolicy(tok, next), tok, ret, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -532,7 +501,7 @@ func BenchmarkEvalScripted(b *testing.B) {
 		return "<think>a</think><answer>x</answer>"
 	}
 	cfg := agent.DefaultRolloutConfig()
-	r, err := agent.NewRunner(&scriptPolicy{tok: tok, next: next}, tok, fixedRetriever{testDocs()}, cfg)
+	r, err := agent.NewRunner(newScriptPolicy(tok, next), tok, fixedRetriever{testDocs()}, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
