@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/cas-engine/cas/internal/textenum"
+	"github.com/cas-engine/cas/search"
 )
 
 // InvalidActionMessage is appended after a turn that has neither a
@@ -44,24 +45,17 @@ func (f *InfoFormat) UnmarshalText(b []byte) error { return infoFormatNames.Unma
 // ParseInfoFormat reads an information-format flag: "code" or "search-r1".
 func ParseInfoFormat(s string) (InfoFormat, error) { return infoFormatNames.Parse(s) }
 
-// SplitContents splits a corpus passage's "contents" field into its title
-// (the first line, with surrounding double quotes stripped: wiki-18 stores
-// `"Title"\ntext`) and its text (the remaining lines, joined by "\n").
-func SplitContents(contents string) (title, text string) {
-	title, text, _ = strings.Cut(contents, "\n")
-	return strings.Trim(title, `"`), text
-}
-
 // FormatInformation renders the information block appended after a search
 // turn, numbering the passages "Doc 1", "Doc 2", … in the order given (the
-// APS-truncated ranking). Each element is a passage's "contents" field. The
+// APS-truncated ranking). Each element is a passage's "contents" field,
+// split into title and text by search.SplitContents. The
 // joined passages are stripped of surrounding whitespace before wrapping, as
 // both reference implementations do. Observation truncation (500 tokens)
 // is the rollout's job.
 func FormatInformation(contents []string, f InfoFormat) string {
 	var b strings.Builder
 	for i, c := range contents {
-		title, text := SplitContents(c)
+		title, text := search.SplitContents(c)
 		b.WriteString("Doc ")
 		b.WriteString(strconv.Itoa(i + 1))
 		if f == InfoSearchR1 {

@@ -5,22 +5,6 @@ import (
 	"testing"
 )
 
-func TestSplitContents(t *testing.T) {
-	cases := []struct{ contents, title, text string }{
-		{docMadison, "James Madison", "James Madison James Madison Jr. (March 16, 1751 – June 28, 1836) was the fourth president of the United States from 1809 to 1817."},
-		{"Citibank\nline one\nline two", "Citibank", "line one\nline two"},
-		{"\"\"Quoted\" title\"\nx", "Quoted\" title", "x"},
-		{"only a title", "only a title", ""},
-		{"", "", ""},
-	}
-	for _, c := range cases {
-		title, text := SplitContents(c.contents)
-		if title != c.title || text != c.text {
-			t.Errorf("SplitContents(%q) = %q, %q; want %q, %q", c.contents, title, text, c.title, c.text)
-		}
-	}
-}
-
 func TestFormatInformation(t *testing.T) {
 	docs := []string{"\"Citibank\"\nThe City Bank of New York was founded in 1812.", "\"James Madison\"\nMadison was president\nfrom 1809 to 1817.  \n"}
 	cases := []struct {

@@ -128,7 +128,7 @@ func example(d *worldData, prompt []int, segs []world.Segment) *agent.Trajectory
 
 // passageOf converts a retrieved document.
 func passageOf(doc search.Doc) world.Passage {
-	title, text := agent.SplitContents(doc.Contents)
+	title, text := search.SplitContents(doc.Contents)
 	return world.Passage{ID: doc.ID, Title: title, Text: text, Entity: -1}
 }
 

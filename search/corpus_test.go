@@ -16,6 +16,8 @@ func TestSplitContents(t *testing.T) {
 		{"Citibank\nresulting in a net profit", "Citibank", "resulting in a net profit"},
 		{"\"Only title\"", "Only title", ""},
 		{"\"A\"\nline one\nline two", "A", "line one\nline two"},
+		{"\"\"Quoted\" title\"\nx", "Quoted\" title", "x"},
+		{"only a title", "only a title", ""},
 		{"", "", ""},
 	}
 	for _, tc := range tests {
