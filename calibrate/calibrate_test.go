@@ -5,11 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/cas-engine/cas/conformal"
@@ -147,31 +144,18 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-var folder struct {
-	once sync.Once
-	dir  string
-	err  error
-}
+// The 10k wiki-18 BM25 folder is built once per test binary.
+var folder sharedtest.BuiltDir
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if folder.dir != "" {
-		os.RemoveAll(folder.dir)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { sharedtest.Main(m, &folder) }
 
 func bm25Retriever(t *testing.T) search.Retriever {
 	corpus := sharedtest.Path(t, "data", "corpus", "wiki18_harvested_10k.jsonl")
-	folder.once.Do(func() {
-		if folder.dir, folder.err = os.MkdirTemp("", "cas-calibrate-"); folder.err == nil {
-			_, folder.err = search.BuildBM25Folder(context.Background(), corpus, filepath.Join(folder.dir, "bm25"), search.DefaultBM25BuildOptions())
-		}
+	dir := folder.Get(t, "cas-calibrate-", func(dir string) error {
+		_, err := search.BuildBM25Folder(context.Background(), corpus, dir, search.DefaultBM25BuildOptions())
+		return err
 	})
-	if folder.err != nil {
-		t.Fatal(folder.err)
-	}
-	r, _, err := search.OpenRetriever(filepath.Join(folder.dir, "bm25"), search.OpenOptions{})
+	r, _, err := search.OpenRetriever(dir, search.OpenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

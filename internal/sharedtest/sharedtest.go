@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"testing"
 )
 
@@ -45,4 +46,41 @@ func Path(tb testing.TB, rel ...string) string {
 		tb.Skipf("shared file missing: %s (set CAS_SHARED)", p)
 	}
 	return p
+}
+
+// BuiltDir is a folder a test binary builds once, on first use, and removes
+// when it ends (Main): an index over a shared corpus that several tests
+// read.
+type BuiltDir struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// Get returns the folder, built the first time by build on a fresh
+// temporary folder named after pattern (os.MkdirTemp). A build error fails
+// this and every later caller.
+func (b *BuiltDir) Get(tb testing.TB, pattern string, build func(dir string) error) string {
+	tb.Helper()
+	b.once.Do(func() {
+		if b.dir, b.err = os.MkdirTemp("", pattern); b.err == nil {
+			b.err = build(b.dir)
+		}
+	})
+	if b.err != nil {
+		tb.Fatalf("build %s folder: %v", pattern, b.err)
+	}
+	return b.dir
+}
+
+// Main is a TestMain: it runs the tests, removes the folders they built and
+// exits with the tests' status.
+func Main(m *testing.M, dirs ...*BuiltDir) {
+	code := m.Run()
+	for _, b := range dirs {
+		if b.dir != "" {
+			os.RemoveAll(b.dir)
+		}
+	}
+	os.Exit(code)
 }
