@@ -14,18 +14,10 @@ import (
 // newBenchCmd is `cas bench`: side-by-side measurements against peer
 // implementations, one subcommand per subsystem.
 func newBenchCmd() *cobra.Command {
-	cmd := &cobra.Command{
+	return withSubcommands(&cobra.Command{
 		Use:   "bench",
 		Short: "Benchmarks against peer implementations, measured in the same run",
-	}
-	cmd.AddCommand(
-		newBenchIndexCmd(),
-		newBenchServeCmd(),
-		newBenchCPUCmd(),
-		newBenchGPUCmd(),
-		newBenchScaleCmd(),
-	)
-	return cmd
+	}, newBenchIndexCmd(), newBenchServeCmd(), newBenchCPUCmd(), newBenchGPUCmd(), newBenchScaleCmd())
 }
 
 func newBenchIndexCmd() *cobra.Command {

@@ -15,12 +15,10 @@ import (
 )
 
 func newCalibrateCmd() *cobra.Command {
-	cmd := &cobra.Command{
+	return withSubcommands(&cobra.Command{
 		Use:   "calibrate",
 		Short: "Calibrate conformal thresholds on real retrieval",
-	}
-	cmd.AddCommand(newCalibrateAPSRetrievalCmd())
-	return cmd
+	}, newCalibrateAPSRetrievalCmd())
 }
 
 func newCalibrateAPSRetrievalCmd() *cobra.Command {

@@ -18,7 +18,7 @@ import (
 )
 
 func newConformalCmd() *cobra.Command {
-	cmd := &cobra.Command{
+	return withSubcommands(&cobra.Command{
 		Use:   "conformal",
 		Short: "Split-conformal APS (calibrate, truncate) and the ACI controller on JSONL files",
 		Long: `Conformal prediction as CAS uses it.
@@ -29,9 +29,7 @@ func newConformalCmd() *cobra.Command {
 
 Input is JSONL (one object per line; "-" reads stdin); output is JSON on
 stdout, or written atomically to --out. Errors name the file and line.`,
-	}
-	cmd.AddCommand(newCalibrateAPSCmd(), newAPSCmd(), newACICmd())
-	return cmd
+	}, newCalibrateAPSCmd(), newAPSCmd(), newACICmd())
 }
 
 // applyAPSPreset applies the paper's or the official code's APS settings to

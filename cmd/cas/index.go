@@ -21,12 +21,10 @@ import (
 // slot in beside the vector mode.
 
 func newIndexCmd() *cobra.Command {
-	cmd := &cobra.Command{
+	return withSubcommands(&cobra.Command{
 		Use:   "index",
 		Short: "Build, search and inspect vector indexes (Flat, IVF; F32, F16, SQ8; FAISS files read)",
-	}
-	cmd.AddCommand(newIndexBuildCmd(), newIndexSearchCmd(), newIndexInfoCmd(), newIndexImportCmd())
-	return cmd
+	}, newIndexBuildCmd(), newIndexSearchCmd(), newIndexInfoCmd(), newIndexImportCmd())
 }
 
 // indexBuildFlags are the flags of `cas index build`.

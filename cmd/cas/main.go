@@ -12,14 +12,13 @@ import (
 )
 
 func newRootCmd() *cobra.Command {
-	root := &cobra.Command{
+	return withSubcommands(&cobra.Command{
 		Use:           "cas",
 		Short:         "Conformalized Agentic Search in one Go binary",
 		Long:          "cas: Conformalized Agentic Search in one Go binary.\n\n" + flagVocabulary,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-	}
-	root.AddCommand(
+	},
 		newConformalCmd(),
 		newDemoCmd(),
 		newEmbedCmd(),
@@ -37,7 +36,13 @@ func newRootCmd() *cobra.Command {
 		newAblateCmd(),
 		newVersionCmd(),
 	)
-	return root
+}
+
+// withSubcommands adds subs to the command group cmd and returns it: the
+// root and `cas bench`, `calibrate`, `conformal` and `index`.
+func withSubcommands(cmd *cobra.Command, subs ...*cobra.Command) *cobra.Command {
+	cmd.AddCommand(subs...)
+	return cmd
 }
 
 func newVersionCmd() *cobra.Command {
