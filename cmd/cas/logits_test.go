@@ -151,26 +151,23 @@ func TestTextStream(t *testing.T) {
 
 func readF32(t *testing.T, path, name string) []float32 {
 	t.Helper()
-	f, err := safetensors.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	v, _, err := f.Float32(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
+	return readTensor(t, path, name, (*safetensors.File).Float32)
 }
 
 func readI64(t *testing.T, path, name string) []int64 {
+	t.Helper()
+	return readTensor(t, path, name, (*safetensors.File).Int64)
+}
+
+// readTensor opens a safetensors file and reads one tensor with get.
+func readTensor[T any](t *testing.T, path, name string, get func(*safetensors.File, string) ([]T, []int, error)) []T {
 	t.Helper()
 	f, err := safetensors.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	v, _, err := f.Int64(name)
+	v, _, err := get(f, name)
 	if err != nil {
 		t.Fatal(err)
 	}
