@@ -2,6 +2,7 @@ package bert
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -18,14 +19,7 @@ type memTensor struct {
 	data  []float32
 }
 
-func (m memReader) Names() []string {
-	var n []string
-	for k := range m {
-		n = append(n, k)
-	}
-	slices.Sort(n)
-	return n
-}
+func (m memReader) Names() []string { return slices.Sorted(maps.Keys(m)) }
 
 func (m memReader) Info(name string) (safetensors.TensorInfo, bool) {
 	t, ok := m[name]

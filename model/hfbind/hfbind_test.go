@@ -2,6 +2,7 @@ package hfbind
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -39,14 +40,7 @@ func testEnv(bias bool) Env {
 // fakeTensors holds tensor infos by name.
 type fakeTensors map[string]safetensors.TensorInfo
 
-func (f fakeTensors) Names() []string {
-	var n []string
-	for k := range f {
-		n = append(n, k)
-	}
-	slices.Sort(n)
-	return n
-}
+func (f fakeTensors) Names() []string { return slices.Sorted(maps.Keys(f)) }
 
 func (f fakeTensors) Info(name string) (safetensors.TensorInfo, bool) {
 	ti, ok := f[name]
