@@ -2,6 +2,7 @@ package world
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -517,52 +518,42 @@ func TestDefaultWorldIsFast(t *testing.T) {
 }
 
 func FuzzReadQuestions(f *testing.F) {
-	w := mustSmall(f)
-	var b bytes.Buffer
-	if err := WriteQuestions(&b, w.Splits[Test][:3]); err != nil {
-		f.Fatal(err)
-	}
-	f.Add(b.Bytes())
-	f.Add([]byte(`{"id":"q","question":"Who?","golden_answers":["x"]}`))
-	f.Add([]byte(`{"id":"q","question":"Who?","golden_answers":["x"],"hops":2,"hop_info":[{}]}`))
-	f.Add([]byte("\n\n{}\n"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		qs, err := ReadQuestions(bytes.NewReader(data))
-		if err != nil {
-			return
-		}
-		var out bytes.Buffer
-		if err := WriteQuestions(&out, qs); err != nil {
-			t.Fatal(err)
-		}
-		again, err := ReadQuestions(&out)
-		if err != nil || len(again) != len(qs) {
-			t.Fatalf("written questions do not read back: %v (%d vs %d)", err, len(again), len(qs))
-		}
-	})
+	fuzzRoundTrip(f, "questions", ReadQuestions, WriteQuestions, mustSmall(f).Splits[Test][:3],
+		`{"id":"q","question":"Who?","golden_answers":["x"]}`,
+		`{"id":"q","question":"Who?","golden_answers":["x"],"hops":2,"hop_info":[{}]}`,
+		"\n\n{}\n")
 }
 
 func FuzzReadCorpus(f *testing.F) {
-	w := mustSmall(f)
+	fuzzRoundTrip(f, "corpus", ReadCorpus, WriteCorpus, mustSmall(f).Passages[:3],
+		`{"id": "1", "contents": "no title line"}`,
+		`{"id": 1}`)
+}
+
+// fuzzRoundTrip fuzzes a JSONL reader: whatever read accepts, write writes
+// and read reads back with as many records. The corpus is seed as written
+// by write, then extra.
+func fuzzRoundTrip[T any](f *testing.F, what string, read func(io.Reader) ([]T, error), write func(io.Writer, []T) error, seed []T, extra ...string) {
 	var b bytes.Buffer
-	if err := WriteCorpus(&b, w.Passages[:3]); err != nil {
+	if err := write(&b, seed); err != nil {
 		f.Fatal(err)
 	}
 	f.Add(b.Bytes())
-	f.Add([]byte(`{"id": "1", "contents": "no title line"}`))
-	f.Add([]byte(`{"id": 1}`))
+	for _, e := range extra {
+		f.Add([]byte(e))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ps, err := ReadCorpus(bytes.NewReader(data))
+		recs, err := read(bytes.NewReader(data))
 		if err != nil {
 			return
 		}
 		var out bytes.Buffer
-		if err := WriteCorpus(&out, ps); err != nil {
+		if err := write(&out, recs); err != nil {
 			t.Fatal(err)
 		}
-		again, err := ReadCorpus(&out)
-		if err != nil || len(again) != len(ps) {
-			t.Fatalf("written corpus does not read back: %v", err)
+		again, err := read(&out)
+		if err != nil || len(again) != len(recs) {
+			t.Fatalf("written %s does not read back: %v (%d vs %d)", what, err, len(again), len(recs))
 		}
 	})
 }
