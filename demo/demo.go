@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"iter"
 	"path/filepath"
 	"time"
 
@@ -36,6 +37,19 @@ type Result struct {
 
 // StepSeries is one variant's per-step training metrics.
 type StepSeries = train.StepMetrics
+
+// Trained yields, in the configuration's order, each variant that has
+// training metrics, with them: what the report's tables and the plots
+// show per variant.
+func (r *Result) Trained() iter.Seq2[Variant, []StepSeries] {
+	return func(yield func(Variant, []StepSeries) bool) {
+		for _, v := range r.Config.Variants {
+			if ms := r.Metrics[v.Name]; len(ms) > 0 && !yield(v, ms) {
+				return
+			}
+		}
+	}
+}
 
 // Eval returns the evaluation of the given name.
 func (r *Result) Eval(name string) (EvalResult, bool) {

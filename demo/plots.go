@@ -34,10 +34,8 @@ func WritePlots(dir string, res *Result) error {
 		return err
 	}
 	var runs []train.PlotRun
-	for _, v := range res.Config.Variants {
-		if ms := res.Metrics[v.Name]; len(ms) > 0 {
-			runs = append(runs, train.PlotRun{Name: v.Name, Metrics: ms})
-		}
+	for v, ms := range res.Trained() {
+		runs = append(runs, train.PlotRun{Name: v.Name, Metrics: ms})
 	}
 	if len(runs) > 0 {
 		if _, err := train.WritePlots(runs, dir, 1); err != nil {

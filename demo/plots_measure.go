@@ -85,10 +85,8 @@ func metricSeries(ms []train.StepMetrics, f func(i int, m train.StepMetrics) flo
 // (when GRPO ran) and ReliabilityPNG from the evaluations.
 func WriteMeasurePlots(dir string, res *Result) error {
 	var names []string
-	for _, v := range res.Config.Variants {
-		if len(res.Metrics[v.Name]) > 0 {
-			names = append(names, v.Name)
-		}
+	for v := range res.Trained() {
+		names = append(names, v.Name)
 	}
 	if len(names) > 0 {
 		steps := len(res.Metrics[names[0]])

@@ -102,11 +102,7 @@ func Report(res *Result) string {
 			len(res.Bootstrap), mean(res.Bootstrap))
 		p("| Variant | Reward (first → last step) | EM (train rollouts) | Searches / trajectory | Docs / search | α_T | Low-confidence ratio (mean) |\n")
 		p("|---|---|---|---|---:|---:|---:|\n")
-		for _, v := range c.Variants {
-			ms := res.Metrics[v.Name]
-			if len(ms) == 0 {
-				continue
-			}
+		for v, ms := range res.Trained() {
 			f, l := ms[0], ms[len(ms)-1]
 			p("| %s | %.3f → %.3f | %.3f → %.3f | %.2f → %.2f | %.2f | %.3f | %.3f |\n", Label(v.Name), f.Reward, l.Reward, f.EM, l.EM,
 				f.SearchCalls, l.SearchCalls, l.DocsPerSearch, l.AlphaNext, meanOf(ms, func(m train.StepMetrics) float64 { return m.LowConfidence }))

@@ -45,11 +45,7 @@ func measurements(res *Result) string {
 		p("err_t is the fraction of a step's trajectories whose answer-span NLL exceeds ACI's q_t (ω = η when ACI weights are on; −ACI runs the controller without applying ω). The fixed threshold is q_1, the bootstrap scores' quantile ACI starts from: its error rate at each step is what a static threshold would have down-weighted. Plain-rule bound on |mean err − ρ| after T steps: (max(α₁, 1−α₁) + γ)/(Tγ).\n\n")
 		p("| Variant | ω applied | ρ | err_1 | mean err_t | mean err_t, 2nd half | α_1 → α_T+1 | fixed q_1: err_1 | fixed q_1: mean err | answer NLL first → last | bound |\n")
 		p("|---|---|---:|---:|---:|---:|---|---:|---:|---|---:|\n")
-		for _, v := range c.Variants {
-			ms := res.Metrics[v.Name]
-			if len(ms) == 0 {
-				continue
-			}
+		for v, ms := range res.Trained() {
 			s := SummarizeACI(ms, c.rho(v), c.GRPO.Gamma)
 			bound := fmt.Sprintf("%.3f", s.TheoremBound)
 			if s.TheoremBound >= 1 {
