@@ -63,12 +63,8 @@ func (w *World) render(r *rand.Rand) error {
 			intro, rest = rd.city(e)
 		case Person:
 			intro, rest = rd.person(e)
-		case Film:
-			intro, rest = rd.film(e)
-		case Company:
-			intro, rest = rd.company(e)
-		case Band:
-			intro, rest = rd.band(e)
+		case Film, Company, Band:
+			intro, rest = rd.kindArticle(e, articleKinds[w.Entities[e].Kind])
 		case Book:
 			intro, rest = rd.book(e)
 		}
@@ -290,63 +286,108 @@ func (rd *renderer) worksSentence(p int, ws []int) sentence {
 	return rd.say(p, tmpl, sup, "{L}", list)
 }
 
-func (rd *renderer) film(e int) (sentence, []sentence) {
-	w, r := rd.w, rd.r
-	ent := w.Entities[e]
-	d, a := rd.object(e, DirectedBy), rd.object(e, Starring)
-	kv := []string{"{D}", w.Entities[d].Name, "{A}", w.Entities[a].Name, "{Y}", rd.value(e, ReleaseYear), "{G}", ent.Genre}
-	dRef, yRef, aRef := rd.ref(e, DirectedBy), rd.ref(e, ReleaseYear), rd.ref(e, Starring)
-	return rd.article(e, kv, []opening{
-		{"{S} is a {Y} {G} film directed by {D}.", refs(yRef, dRef), nil, nil},
-		{"{S} is a {G} film released in {Y}.", refs(yRef), []string{"{S} was directed by {D}.", "{D} directed {S}."}, refs(dRef)},
-		{"{S} is a {G} film directed by {D}.", refs(dRef), []string{"{S} was released in {Y}.", "The film was released in {Y}."}, refs(yRef)},
-	}, aRef, []string{"{S} stars {A} in the lead role.", "{A} played the lead role in {S}.", "The lead role in {S} was played by {A}."}, func() []sentence {
-		return []sentence{
-			rd.say(e, "The film was shot in {C}.", nil, "{C}", rd.other(City, -1)),
-			rd.say(e, "The music for {S} was written by {P}.", nil, "{P}", rd.other(Person, d)),
-			rd.say(e, "{S} received {R} reviews.", nil, "{R}", pick(r, reviewWords)),
-			rd.say(e, "It was filmed in {Y2}.", nil, "{Y2}", rd.yearPlus(e, ReleaseYear, -2, -1)),
-			rd.say(e, "A sequel was announced in {Y2}.", nil, "{Y2}", rd.yearPlus(e, ReleaseYear, 2, 9)),
-		}
-	})
+// articleKind is what differs between the articles of films, companies
+// and bands: the relations of the three facts they state (two to other
+// entities, then a year) with their placeholders, the placeholder and value
+// of the kind's attribute (genre, industry), the openings (their facts given
+// as indices into rels), the fact stated after the opening with its
+// templates, and the filler candidates (objs are the two entities).
+type articleKind struct {
+	rels     [3]Rel
+	keys     [3]string
+	attrKey  string
+	attr     func(Entity) string
+	openings []articleOpening
+	stated   int
+	states   []string
+	fillers  func(rd *renderer, e int, objs [2]int) []sentence
 }
 
-func (rd *renderer) company(e int) (sentence, []sentence) {
-	w := rd.w
-	ent := w.Entities[e]
-	f, hq := rd.object(e, FoundedBy), rd.object(e, Headquarters)
-	kv := []string{"{F}", w.Entities[f].Name, "{C}", w.Entities[hq].Name, "{Y}", rd.value(e, FoundingYear), "{I}", ent.Industry}
-	fRef, hRef, yRef := rd.ref(e, FoundedBy), rd.ref(e, Headquarters), rd.ref(e, FoundingYear)
-	return rd.article(e, kv, []opening{
-		{"{S} is a {I} company founded by {F} in {Y}.", refs(fRef, yRef), nil, nil},
-		{"{S} is a {I} company.", nil, []string{"{F} founded {S} in {Y}."}, refs(fRef, yRef)},
-		{"{S} is a {I} company founded by {F}.", refs(fRef), []string{"{S} was founded in {Y}.", "The company was founded in {Y}."}, refs(yRef)},
-	}, hRef, []string{"{S} has its headquarters in {C}.", "The headquarters of {S} are in {C}.", "{S} is headquartered in {C}."}, func() []sentence {
-		return []sentence{
-			rd.say(e, "{S} also has offices in {C2}.", nil, "{C2}", rd.other(City, hq)),
-			rd.say(e, "{S} was sold to {P} in {Y2}.", nil, "{P}", rd.other(Person, f), "{Y2}", rd.yearPlus(e, FoundingYear, 10, 40)),
-			rd.say(e, "In {Y2}, {S} opened a factory in {C2}.", nil, "{Y2}", rd.yearPlus(e, FoundingYear, 3, 30), "{C2}", rd.other(City, hq)),
-		}
-	})
+// articleOpening is an opening whose facts are indices into rels.
+type articleOpening struct {
+	intro       string
+	introFacts  []int
+	follow      []string
+	followFacts []int
 }
 
-func (rd *renderer) band(e int) (sentence, []sentence) {
+var articleKinds = map[Kind]articleKind{
+	Film: {
+		rels: [3]Rel{DirectedBy, Starring, ReleaseYear}, keys: [3]string{"{D}", "{A}", "{Y}"},
+		attrKey: "{G}", attr: func(en Entity) string { return en.Genre },
+		openings: []articleOpening{
+			{"{S} is a {Y} {G} film directed by {D}.", []int{2, 0}, nil, nil},
+			{"{S} is a {G} film released in {Y}.", []int{2}, []string{"{S} was directed by {D}.", "{D} directed {S}."}, []int{0}},
+			{"{S} is a {G} film directed by {D}.", []int{0}, []string{"{S} was released in {Y}.", "The film was released in {Y}."}, []int{2}},
+		},
+		stated: 1, states: []string{"{S} stars {A} in the lead role.", "{A} played the lead role in {S}.", "The lead role in {S} was played by {A}."},
+		fillers: func(rd *renderer, e int, objs [2]int) []sentence {
+			return []sentence{
+				rd.say(e, "The film was shot in {C}.", nil, "{C}", rd.other(City, -1)),
+				rd.say(e, "The music for {S} was written by {P}.", nil, "{P}", rd.other(Person, objs[0])),
+				rd.say(e, "{S} received {R} reviews.", nil, "{R}", pick(rd.r, reviewWords)),
+				rd.say(e, "It was filmed in {Y2}.", nil, "{Y2}", rd.yearPlus(e, ReleaseYear, -2, -1)),
+				rd.say(e, "A sequel was announced in {Y2}.", nil, "{Y2}", rd.yearPlus(e, ReleaseYear, 2, 9)),
+			}
+		},
+	},
+	Company: {
+		rels: [3]Rel{FoundedBy, Headquarters, FoundingYear}, keys: [3]string{"{F}", "{C}", "{Y}"},
+		attrKey: "{I}", attr: func(en Entity) string { return en.Industry },
+		openings: []articleOpening{
+			{"{S} is a {I} company founded by {F} in {Y}.", []int{0, 2}, nil, nil},
+			{"{S} is a {I} company.", nil, []string{"{F} founded {S} in {Y}."}, []int{0, 2}},
+			{"{S} is a {I} company founded by {F}.", []int{0}, []string{"{S} was founded in {Y}.", "The company was founded in {Y}."}, []int{2}},
+		},
+		stated: 1, states: []string{"{S} has its headquarters in {C}.", "The headquarters of {S} are in {C}.", "{S} is headquartered in {C}."},
+		fillers: func(rd *renderer, e int, objs [2]int) []sentence {
+			f, hq := objs[0], objs[1]
+			return []sentence{
+				rd.say(e, "{S} also has offices in {C2}.", nil, "{C2}", rd.other(City, hq)),
+				rd.say(e, "{S} was sold to {P} in {Y2}.", nil, "{P}", rd.other(Person, f), "{Y2}", rd.yearPlus(e, FoundingYear, 10, 40)),
+				rd.say(e, "In {Y2}, {S} opened a factory in {C2}.", nil, "{Y2}", rd.yearPlus(e, FoundingYear, 3, 30), "{C2}", rd.other(City, hq)),
+			}
+		},
+	},
+	Band: {
+		rels: [3]Rel{LeadSinger, FormedIn, FormedYear}, keys: [3]string{"{P}", "{C}", "{Y}"},
+		attrKey: "{G}", attr: func(en Entity) string { return en.Genre },
+		openings: []articleOpening{
+			{"{S} is a {G} band formed in {C} in {Y}.", []int{1, 2}, nil, nil},
+			{"{S} is a {G} band.", nil, []string{"{S} was formed in {C} in {Y}."}, []int{1, 2}},
+			{"{S} is a {G} band formed in {Y}.", []int{2}, []string{"{S} was formed in {C}.", "The band was formed in {C}."}, []int{1}},
+		},
+		stated: 0, states: []string{"{S} is fronted by lead singer {P}.", "The lead singer of {S} is {P}.", "{P} is the lead singer of {S}."},
+		fillers: func(rd *renderer, e int, objs [2]int) []sentence {
+			return []sentence{
+				rd.say(e, "Their first album appeared in {Y2}.", nil, "{Y2}", rd.yearPlus(e, FormedYear, 1, 3)),
+				rd.say(e, "{S} toured {K} in {Y2}.", nil, "{K}", rd.other(Country, -1), "{Y2}", rd.yearPlus(e, FormedYear, 2, 12)),
+				rd.say(e, "The drummer of {S} is {P2}.", nil, "{P2}", rd.other(Person, objs[0])),
+			}
+		},
+	},
+}
+
+// kindArticle renders the article of a film, company or band from its
+// articleKind: an opening, the sentence stating the remaining fact, then
+// none or one filler (article).
+func (rd *renderer) kindArticle(e int, k articleKind) (sentence, []sentence) {
 	w := rd.w
-	ent := w.Entities[e]
-	s, c := rd.object(e, LeadSinger), rd.object(e, FormedIn)
-	kv := []string{"{P}", w.Entities[s].Name, "{C}", w.Entities[c].Name, "{Y}", rd.value(e, FormedYear), "{G}", ent.Genre}
-	sRef, cRef, yRef := rd.ref(e, LeadSinger), rd.ref(e, FormedIn), rd.ref(e, FormedYear)
-	return rd.article(e, kv, []opening{
-		{"{S} is a {G} band formed in {C} in {Y}.", refs(cRef, yRef), nil, nil},
-		{"{S} is a {G} band.", nil, []string{"{S} was formed in {C} in {Y}."}, refs(cRef, yRef)},
-		{"{S} is a {G} band formed in {Y}.", refs(yRef), []string{"{S} was formed in {C}.", "The band was formed in {C}."}, refs(cRef)},
-	}, sRef, []string{"{S} is fronted by lead singer {P}.", "The lead singer of {S} is {P}.", "{P} is the lead singer of {S}."}, func() []sentence {
-		return []sentence{
-			rd.say(e, "Their first album appeared in {Y2}.", nil, "{Y2}", rd.yearPlus(e, FormedYear, 1, 3)),
-			rd.say(e, "{S} toured {K} in {Y2}.", nil, "{K}", rd.other(Country, -1), "{Y2}", rd.yearPlus(e, FormedYear, 2, 12)),
-			rd.say(e, "The drummer of {S} is {P2}.", nil, "{P2}", rd.other(Person, s)),
+	objs := [2]int{rd.object(e, k.rels[0]), rd.object(e, k.rels[1])}
+	kv := []string{k.keys[0], w.Entities[objs[0]].Name, k.keys[1], w.Entities[objs[1]].Name,
+		k.keys[2], rd.value(e, k.rels[2]), k.attrKey, k.attr(w.Entities[e])}
+	factRefs := func(is []int) []factRef {
+		var rs []factRef
+		for _, i := range is {
+			rs = append(rs, rd.ref(e, k.rels[i]))
 		}
-	})
+		return rs
+	}
+	ops := make([]opening, len(k.openings))
+	for i, o := range k.openings {
+		ops[i] = opening{o.intro, factRefs(o.introFacts), o.follow, factRefs(o.followFacts)}
+	}
+	return rd.article(e, kv, ops, rd.ref(e, k.rels[k.stated]), k.states, func() []sentence { return k.fillers(rd, e, objs) })
 }
 
 func (rd *renderer) book(e int) (sentence, []sentence) {
