@@ -24,38 +24,32 @@ type Tensor struct {
 
 // F32Tensor packs float32 values.
 func F32Tensor(name string, shape []int, v []float32) Tensor {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-	}
-	return Tensor{Name: name, DType: F32, Shape: append([]int(nil), shape...), Data: b}
+	return pack(name, F32, shape, v, 4, func(b []byte, x float32) { binary.LittleEndian.PutUint32(b, math.Float32bits(x)) })
 }
 
 // BF16Tensor rounds float32 values to bfloat16 (nearest even).
 func BF16Tensor(name string, shape []int, v []float32) Tensor {
-	b := make([]byte, 2*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint16(b[2*i:], tensor.F32ToBF16(x))
-	}
-	return Tensor{Name: name, DType: BF16, Shape: append([]int(nil), shape...), Data: b}
+	return pack(name, BF16, shape, v, 2, func(b []byte, x float32) { binary.LittleEndian.PutUint16(b, tensor.F32ToBF16(x)) })
 }
 
 // F16Tensor rounds float32 values to IEEE half precision (nearest even).
 func F16Tensor(name string, shape []int, v []float32) Tensor {
-	b := make([]byte, 2*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint16(b[2*i:], tensor.F32ToF16(x))
-	}
-	return Tensor{Name: name, DType: F16, Shape: append([]int(nil), shape...), Data: b}
+	return pack(name, F16, shape, v, 2, func(b []byte, x float32) { binary.LittleEndian.PutUint16(b, tensor.F32ToF16(x)) })
 }
 
 // I64Tensor packs int64 values.
 func I64Tensor(name string, shape []int, v []int64) Tensor {
-	b := make([]byte, 8*len(v))
+	return pack(name, I64, shape, v, 8, func(b []byte, x int64) { binary.LittleEndian.PutUint64(b, uint64(x)) })
+}
+
+// pack encodes v as a tensor of dt, size bytes per element, put writing one
+// element's little-endian bytes at the start of b.
+func pack[T any](name string, dt DType, shape []int, v []T, size int, put func(b []byte, x T)) Tensor {
+	b := make([]byte, size*len(v))
 	for i, x := range v {
-		binary.LittleEndian.PutUint64(b[8*i:], uint64(x))
+		put(b[size*i:], x)
 	}
-	return Tensor{Name: name, DType: I64, Shape: append([]int(nil), shape...), Data: b}
+	return Tensor{Name: name, DType: dt, Shape: append([]int(nil), shape...), Data: b}
 }
 
 type headerEntry struct {
