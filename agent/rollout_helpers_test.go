@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/cas-engine/cas/backend"
+	"github.com/cas-engine/cas/backend/backendtest"
 	"github.com/cas-engine/cas/internal/piecetok"
 	"github.com/cas-engine/cas/internal/scriptpolicy"
 	"github.com/cas-engine/cas/internal/sharedtest"
@@ -41,19 +41,13 @@ var tinyPieces = []string{
 // tinyModel loads a golden tiny model once per test binary.
 var tinyModels sync.Map // name → *qwen.Model
 
-var tinyBackend = sync.OnceValues(backend.New)
-
 func tinyModel(t testing.TB, name string) *qwen.Model {
 	t.Helper()
 	dir := filepath.Dir(sharedtest.Path(t, "golden", name, "config.json"))
 	if m, ok := tinyModels.Load(name); ok {
 		return m.(*qwen.Model)
 	}
-	be, err := tinyBackend()
-	if err != nil {
-		t.Fatalf("backend: %v", err)
-	}
-	m, err := qwen.Load(dir, be, qwen.LoadOptions{})
+	m, err := qwen.Load(dir, backendtest.Shared(t), qwen.LoadOptions{})
 	if err != nil {
 		t.Fatalf("load %s: %v", name, err)
 	}

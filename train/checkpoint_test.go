@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/cas-engine/cas/agent"
+	"github.com/cas-engine/cas/backend/backendtest"
 	"github.com/cas-engine/cas/conformal"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/safetensors"
@@ -119,7 +120,7 @@ func TestOptimizerStateRoundTrip(t *testing.T) {
 	if err := writeHFFolder(dir, a, CheckpointSource{}, safetensors.F32); err != nil {
 		t.Fatal(err)
 	}
-	b, err := qwen.Load(dir, testBackend(t), qwen.LoadOptions{})
+	b, err := qwen.Load(dir, backendtest.Shared(t), qwen.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"sync"
 	"testing"
 
 	"github.com/gomlx/gomlx/backends"
@@ -14,7 +13,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 
-	"github.com/cas-engine/cas/backend"
+	"github.com/cas-engine/cas/backend/backendtest"
 	"github.com/cas-engine/cas/internal/sharedtest"
 )
 
@@ -57,19 +56,6 @@ func loadLossCases(t testing.TB) []lossCase {
 		t.Fatalf("%s: no cases", path)
 	}
 	return file.Cases
-}
-
-// sharedBackend is the one backend of this package's tests: on XLA each
-// backend is a PJRT client with its own device state, too costly per test.
-var sharedBackend = sync.OnceValues(backend.New)
-
-func testBackend(t testing.TB) backends.Backend {
-	t.Helper()
-	b, err := sharedBackend()
-	if err != nil {
-		t.Fatalf("backend: %v", err)
-	}
-	return b
 }
 
 // matrix flattens a [B][T] table into a tensor of the given dtype.
@@ -141,7 +127,7 @@ func lossAndGrad(t testing.TB, b backends.Backend, dtype dtypes.DType, c lossCas
 // the PyTorch float64 reference, in float32 (the training dtype) and float64.
 func TestGRPOLossGolden(t *testing.T) {
 	cases := loadLossCases(t)
-	b := testBackend(t)
+	b := backendtest.Shared(t)
 	for _, dtype := range []dtypes.DType{dtypes.Float32, dtypes.Float64} {
 		worst, worstGrad := 0.0, 0.0
 		for i, c := range cases {
@@ -175,7 +161,7 @@ func TestGRPOLossGolden(t *testing.T) {
 // TestGroupAdvantagesGolden checks the host and graph advantages against
 // the reference's (computed there in float32).
 func TestGroupAdvantagesGolden(t *testing.T) {
-	b := testBackend(t)
+	b := backendtest.Shared(t)
 	for i, c := range loadLossCases(t) {
 		r := make([]float32, len(c.Rewards))
 		for j, x := range c.Rewards {
@@ -227,7 +213,7 @@ func TestClippedPolicyLossBranches(t *testing.T) {
 		logp[i], old[i], adv[i], omega[i] = c.logRatio-1, -1, c.a, c.w
 	}
 	cfg := DefaultLossConfig()
-	exec, err := graph.NewExec(testBackend(t), func(in []*graph.Node) []*graph.Node {
+	exec, err := graph.NewExec(backendtest.Shared(t), func(in []*graph.Node) []*graph.Node {
 		p := clippedPolicy(ImportanceRatio(in[0], in[1]), in[2], in[3], cfg)
 		grad := graph.Gradient(graph.ReduceAllSum(p.loss), in[0])[0]
 		return []*graph.Node{p.loss, grad, graph.ConvertDType(p.clipped, dtypes.Float64), graph.ConvertDType(p.lowerHit, dtypes.Float64)}
@@ -260,7 +246,7 @@ func TestLowVarKL(t *testing.T) {
 	for i, d := range ds {
 		logp[i], ref[i] = -2, d-2
 	}
-	exec, err := graph.NewExec(testBackend(t), func(lp, rf *graph.Node) (*graph.Node, *graph.Node) {
+	exec, err := graph.NewExec(backendtest.Shared(t), func(lp, rf *graph.Node) (*graph.Node, *graph.Node) {
 		k3 := LowVarKL(lp, rf)
 		return k3, graph.Gradient(graph.ReduceAllSum(k3), lp)[0]
 	})
@@ -283,7 +269,7 @@ func TestLowVarKL(t *testing.T) {
 // the loss or the gradient; bool masks, nil ω, empty masks, the entropy
 // bonus and β = 0 behave as documented.
 func TestGRPOLossMaskingAndOptions(t *testing.T) {
-	b := testBackend(t)
+	b := backendtest.Shared(t)
 	nan, inf := math.NaN(), math.Inf(-1)
 	logp := []float64{-1, -0.5, inf, -2, nan, -0.1}
 	old := []float64{-1.2, -0.4, nan, -2.1, -1, -0.2}
@@ -402,7 +388,7 @@ func TestGroupAdvantagesEdgeCases(t *testing.T) {
 // logp on a mini-batch of 40 trajectories × 1024 tokens.
 func BenchmarkGRPOLossGrad(b *testing.B) {
 	const B, T = 40, 1024
-	be := testBackend(b)
+	be := backendtest.Shared(b)
 	exec, err := graph.NewExec(be, func(in []*graph.Node) (*graph.Node, *graph.Node) {
 		out := GRPOLoss(LossInputs{LogProbs: in[0], OldLogProbs: in[1], RefLogProbs: in[2], Mask: in[3], Advantages: in[4], Omega: in[5]}, DefaultLossConfig())
 		return out.Loss, graph.Gradient(out.Loss, in[0])[0]
@@ -441,7 +427,7 @@ func BenchmarkGRPOLossGrad(b *testing.B) {
 // micro-batches that divide by the mini-batch's token count gives losses
 // and gradients that add up to the whole batch's.
 func TestTokenCountAccumulation(t *testing.T) {
-	b := testBackend(t)
+	b := backendtest.Shared(t)
 	for ci, c := range loadLossCases(t)[:2] {
 		total := 0.0
 		for _, row := range c.ResponseMask {

@@ -8,6 +8,8 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
+
+	"github.com/cas-engine/cas/backend/backendtest"
 )
 
 func TestLearningRateSchedule(t *testing.T) {
@@ -76,7 +78,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestClipByGlobalNorm(t *testing.T) {
-	b := testBackend(t)
+	b := backendtest.Shared(t)
 	cases := []struct {
 		maxNorm float64
 		want    []float32
@@ -160,7 +162,7 @@ func quadGrad(w, x []float64) []float64 {
 func newQuadStep(t *testing.T, opt *AdamW, w0 []float32) (*context.Context, *context.Exec) {
 	t.Helper()
 	ctx := context.New()
-	exec, err := context.NewExec(testBackend(t), ctx, func(ctx *context.Context, x *graph.Node) *graph.Node {
+	exec, err := context.NewExec(backendtest.Shared(t), ctx, func(ctx *context.Context, x *graph.Node) *graph.Node {
 		g := x.Graph()
 		w := ctx.In("policy").VariableWithValue("w", w0).ValueGraph(g)
 		a := graph.Const(g, []float32{float32(quadA[0]), float32(quadA[1]), float32(quadA[2])})

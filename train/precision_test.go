@@ -12,6 +12,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 
 	"github.com/cas-engine/cas/agent"
+	"github.com/cas-engine/cas/backend/backendtest"
 	"github.com/cas-engine/cas/internal/sharedtest"
 	"github.com/cas-engine/cas/model/qwen"
 )
@@ -33,7 +34,7 @@ const (
 func loadPolicy(t testing.TB, name string, p qwen.Precision) *qwen.Model {
 	t.Helper()
 	dir := filepath.Dir(sharedtest.Path(t, "golden", name, "config.json"))
-	m, err := qwen.Load(dir, testBackend(t), policyLoadOptions(p, nil))
+	m, err := qwen.Load(dir, backendtest.Shared(t), policyLoadOptions(p, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +140,7 @@ func TestMixedPrecisionLearner(t *testing.T) {
 	var res [2]*StepResult
 	for k, p := range []qwen.Precision{qwen.PrecisionF32, qwen.PrecisionBF16} {
 		policy := loadPolicy(t, name, p)
-		ref, err := qwen.Load(dir, testBackend(t), referenceLoadOptions(p, nil))
+		ref, err := qwen.Load(dir, backendtest.Shared(t), referenceLoadOptions(p, nil))
 		if err != nil {
 			t.Fatal(err)
 		}

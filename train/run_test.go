@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/cas-engine/cas/agent"
+	"github.com/cas-engine/cas/backend/backendtest"
 	"github.com/cas-engine/cas/internal/sharedtest"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/tokenizer"
@@ -75,7 +76,7 @@ func (f *runFixture) config(t *testing.T) *Config {
 }
 
 func (f *runFixture) options(t testing.TB) RunOptions {
-	return RunOptions{Backend: testBackend(t), Retriever: f.retriever}
+	return RunOptions{Backend: backendtest.Shared(t), Retriever: f.retriever}
 }
 
 func readFile(t *testing.T, path string) []byte {
@@ -199,7 +200,7 @@ func TestRunResumeMatchesUninterrupted(t *testing.T) {
 			t.Errorf("checkpoint lacks %s", name)
 		}
 	}
-	loaded, err := qwen.Load(ckA, testBackend(t), qwen.LoadOptions{})
+	loaded, err := qwen.Load(ckA, backendtest.Shared(t), qwen.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +257,7 @@ func TestRunStopsOnNaN(t *testing.T) {
 	if err != nil || filepath.Base(ck) != CheckpointName(1) {
 		t.Fatalf("latest checkpoint %s (%v), want step 1", ck, err)
 	}
-	saved, err := qwen.Load(ck, testBackend(t), qwen.LoadOptions{})
+	saved, err := qwen.Load(ck, backendtest.Shared(t), qwen.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

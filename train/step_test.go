@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cas-engine/cas/agent"
+	"github.com/cas-engine/cas/backend/backendtest"
 	"github.com/cas-engine/cas/conformal"
 	"github.com/cas-engine/cas/internal/sharedtest"
 	"github.com/cas-engine/cas/model/qwen"
@@ -17,7 +18,7 @@ import (
 func tinyModel(t testing.TB, name string) *qwen.Model {
 	t.Helper()
 	dir := filepath.Dir(sharedtest.Path(t, "golden", name, "config.json"))
-	m, err := qwen.Load(dir, testBackend(t), qwen.LoadOptions{})
+	m, err := qwen.Load(dir, backendtest.Shared(t), qwen.LoadOptions{})
 	if err != nil {
 		t.Fatalf("load %s: %v", name, err)
 	}

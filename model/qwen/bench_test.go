@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cas-engine/cas/backend"
+	"github.com/cas-engine/cas/backend/backendtest"
 )
 
 // benchConfigs are Qwen-shaped random models for benchmarks.
@@ -32,7 +33,7 @@ var benchConfigs = map[string]*Config{
 func benchModel(b *testing.B, name string) *Model {
 	b.Helper()
 	if cfg, ok := benchConfigs[name]; ok {
-		m, err := NewRandom(cfg, newBackend(b), 1)
+		m, err := NewRandom(cfg, backendtest.Shared(b), 1)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 
 	"github.com/cas-engine/cas/backend"
+	"github.com/cas-engine/cas/backend/backendtest"
 )
 
 // TestWriteSlots checks every form of writeSlots against an index loop —
@@ -22,7 +23,7 @@ func TestWriteSlots(t *testing.T) {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, be := range []backends.Backend{newBackend(t), plain} {
+	for _, be := range []backends.Backend{backendtest.Shared(t), plain} {
 		for _, tc := range []struct {
 			slotAxis, t, start int
 		}{
@@ -102,7 +103,7 @@ func flatIndex(dims, idx []int) int {
 // lengths around powers of two and masks with left, right and inner
 // padding.
 func TestPositionsFromMask(t *testing.T) {
-	be := newBackend(t)
+	be := backendtest.Shared(t)
 	rng := rand.New(rand.NewPCG(7, 8))
 	for _, tl := range []int{1, 2, 3, 7, 8, 9, 64, 65, 320} {
 		const b = 3

@@ -6,25 +6,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/gomlx/gomlx/backends"
-
-	"github.com/cas-engine/cas/backend"
+	"github.com/cas-engine/cas/backend/backendtest"
 	"github.com/cas-engine/cas/internal/sharedtest"
 	"github.com/cas-engine/cas/model/safetensors"
 )
-
-// testBackend is shared by the tests of this package (creating a backend
-// per test costs little, but compiled graphs are per model anyway).
-var testBackend = sync.OnceValues(backend.New)
-
-func newBackend(tb testing.TB) backends.Backend {
-	tb.Helper()
-	b, err := testBackend()
-	if err != nil {
-		tb.Fatalf("backend: %v", err)
-	}
-	return b
-}
 
 // golden is one of the shared reference models with its expected outputs.
 type golden struct {
@@ -43,7 +28,7 @@ func loadGolden(t testing.TB, name string) *golden {
 	if g, ok := goldenCache.Load(name); ok {
 		return g.(*golden)
 	}
-	m, err := Load(dir, newBackend(t), LoadOptions{})
+	m, err := Load(dir, backendtest.Shared(t), LoadOptions{})
 	if err != nil {
 		t.Fatalf("load %s: %v", name, err)
 	}

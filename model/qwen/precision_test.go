@@ -8,6 +8,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 
+	"github.com/cas-engine/cas/backend/backendtest"
 	"github.com/cas-engine/cas/internal/sharedtest"
 )
 
@@ -69,7 +70,7 @@ func TestBF16Logits(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			g := loadGolden(t, name)
 			dir := filepath.Dir(sharedtest.Path(t, "golden", name, "config.json"))
-			stored, err := Load(dir, newBackend(t), LoadOptions{DType: PrecisionBF16})
+			stored, err := Load(dir, backendtest.Shared(t), LoadOptions{DType: PrecisionBF16})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -78,7 +79,7 @@ func TestBF16Logits(t *testing.T) {
 			}
 			ctx := context.New()
 			SetComputeDType(ctx, PrecisionBF16)
-			mixed, err := Load(dir, newBackend(t), LoadOptions{Context: ctx})
+			mixed, err := Load(dir, backendtest.Shared(t), LoadOptions{Context: ctx})
 			if err != nil {
 				t.Fatal(err)
 			}

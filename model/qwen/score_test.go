@@ -9,6 +9,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 
+	"github.com/cas-engine/cas/backend/backendtest"
 	"github.com/cas-engine/cas/internal/sharedtest"
 	"github.com/cas-engine/cas/model/hfbind"
 )
@@ -21,7 +22,7 @@ func TestScoreGradient(t *testing.T) {
 	for _, name := range goldenModels {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Dir(sharedtest.Path(t, "golden", name, "config.json"))
-			m, err := Load(dir, newBackend(t), LoadOptions{})
+			m, err := Load(dir, backendtest.Shared(t), LoadOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,16 +118,16 @@ func TestScoreGradient(t *testing.T) {
 func TestTwoModelsOneContext(t *testing.T) {
 	dir := filepath.Dir(sharedtest.Path(t, "golden", "qwen2-tiny", "config.json"))
 	ctx := context.New()
-	policy, err := Load(dir, newBackend(t), LoadOptions{Context: ctx.In("policy")})
+	policy, err := Load(dir, backendtest.Shared(t), LoadOptions{Context: ctx.In("policy")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref, err := Load(dir, newBackend(t), LoadOptions{Context: ctx.In("ref")})
+	ref, err := Load(dir, backendtest.Shared(t), LoadOptions{Context: ctx.In("ref")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ref.SetTrainable(false)
-	if _, err := Load(dir, newBackend(t), LoadOptions{Context: ctx.In("ref")}); err == nil {
+	if _, err := Load(dir, backendtest.Shared(t), LoadOptions{Context: ctx.In("ref")}); err == nil {
 		t.Error("loading twice into one scope succeeded")
 	}
 	g := loadGolden(t, "qwen2-tiny")

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cas-engine/cas/backend/backendtest"
 	"github.com/cas-engine/cas/internal/sharedtest"
 	"github.com/cas-engine/cas/model/hfbind"
 	"github.com/cas-engine/cas/model/safetensors"
@@ -86,7 +87,7 @@ func TestStrictBinding(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := writeModelDir(t, tc.edit)
-			m, err := Load(dir, newBackend(t), LoadOptions{})
+			m, err := Load(dir, backendtest.Shared(t), LoadOptions{})
 			if tc.want == nil {
 				if err != nil {
 					t.Fatal(err)
@@ -107,7 +108,7 @@ func TestStrictBinding(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Load(t.TempDir(), newBackend(t), LoadOptions{}); err == nil {
+	if _, err := Load(t.TempDir(), backendtest.Shared(t), LoadOptions{}); err == nil {
 		t.Error("empty folder loaded")
 	}
 }
@@ -128,7 +129,7 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	if err := g.model.Save(filepath.Join(dir, "model.safetensors"), safetensors.F32); err != nil {
 		t.Fatal(err)
 	}
-	m2, err := Load(dir, newBackend(t), LoadOptions{})
+	m2, err := Load(dir, backendtest.Shared(t), LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
