@@ -15,13 +15,7 @@ import (
 func TestLogitsCmdBF16(t *testing.T) {
 	for _, name := range []string{"qwen2-tiny", "qwen3-tiny"} {
 		t.Run(name, func(t *testing.T) {
-			dir := filepath.Dir(sharedtest.Path(t, "golden", name, "config.json"))
-			in := filepath.Join(dir, "expected.safetensors")
-			out := filepath.Join(t.TempDir(), "logits.safetensors")
-			if _, stderr, err := runCas(t, "logits", "--model", dir, "--in", in, "--out", out, "--precision", "bf16"); err != nil {
-				t.Fatalf("%v\n%s", err, stderr)
-			}
-			maxErr, maxAbs := maskedLogitErr(t, readF32(t, out, "logits"), readF32(t, in, "logits"), readI64(t, in, "attention_mask"))
+			maxErr, maxAbs := goldenLogitErr(t, name, "--precision", "bf16")
 			if maxErr > 0.1*maxAbs || maxErr < 1e-6*maxAbs {
 				t.Errorf("bf16 max |Δlogit| %g, want in [1e-6, 0.1] · %g", maxErr, maxAbs)
 			}

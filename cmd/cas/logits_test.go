@@ -36,18 +36,25 @@ func runCasIn(t *testing.T, stdin string, args ...string) (stdout, stderr string
 func TestLogitsCmdGolden(t *testing.T) {
 	for _, name := range []string{"qwen2-tiny", "qwen3-tiny"} {
 		t.Run(name, func(t *testing.T) {
-			dir := filepath.Dir(sharedtest.Path(t, "golden", name, "config.json"))
-			in := filepath.Join(dir, "expected.safetensors")
-			out := filepath.Join(t.TempDir(), "logits.safetensors")
-			if _, stderr, err := runCas(t, "logits", "--model", dir, "--in", in, "--out", out); err != nil {
-				t.Fatalf("%v\n%s", err, stderr)
-			}
-			maxErr, maxAbs := maskedLogitErr(t, readF32(t, out, "logits"), readF32(t, in, "logits"), readI64(t, in, "attention_mask"))
+			maxErr, maxAbs := goldenLogitErr(t, name)
 			if maxErr > 1e-4*maxAbs {
 				t.Errorf("max |Δlogit| %g > 1e-4 · %g", maxErr, maxAbs)
 			}
 		})
 	}
+}
+
+// goldenLogitErr runs `cas logits` (with flags) on the golden inputs of
+// model name and returns maskedLogitErr against its reference logits.
+func goldenLogitErr(t *testing.T, name string, flags ...string) (maxErr, maxAbs float64) {
+	t.Helper()
+	dir := filepath.Dir(sharedtest.Path(t, "golden", name, "config.json"))
+	in := filepath.Join(dir, "expected.safetensors")
+	out := filepath.Join(t.TempDir(), "logits.safetensors")
+	if _, stderr, err := runCas(t, append([]string{"logits", "--model", dir, "--in", in, "--out", out}, flags...)...); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	return maskedLogitErr(t, readF32(t, out, "logits"), readF32(t, in, "logits"), readI64(t, in, "attention_mask"))
 }
 
 func TestLogitsCmdErrors(t *testing.T) {
