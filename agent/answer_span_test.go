@@ -3,6 +3,8 @@ package agent
 import (
 	"strings"
 	"testing"
+
+	"github.com/cas-engine/cas/model/tokenizer/tokentest"
 )
 
 // TestAnswerTokenSpanQwen3 checks the ACI span (paper Eq. 6: the tokens
@@ -10,7 +12,7 @@ import (
 // fragment and no wrapping whitespace-only token is scored, and an answer
 // with no token inside falls back (empty span).
 func TestAnswerTokenSpanQwen3(t *testing.T) {
-	tok := qwen3Tok(t)
+	tok := tokentest.Qwen3(t)
 	for _, tc := range []struct {
 		name, text string
 		want       []string // the span's tokens, decoded one by one; nil: empty span

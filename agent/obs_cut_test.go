@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cas-engine/cas/model/tokenizer/tokentest"
 )
 
 // TestCutObservationBoundary cuts information blocks 0–3 and 10 tokens over
@@ -13,7 +15,7 @@ import (
 // pads past the encoded text (it used to append token 0, "!", or panic when
 // a block was 1–3 tokens over) and keeps exactly what it says.
 func TestCutObservationBoundary(t *testing.T) {
-	tok := qwen3Tok(t)
+	tok := tokentest.Qwen3(t)
 	body := "Doc 1 (Title: \"Paris\")\nParis is the capital and most populous city of France, with an estimated population of 2,102,650 residents.\n"
 	for _, f := range []InfoFormat{InfoCode, InfoSearchR1} {
 		open, tail := InformationOpen, infoTail(f)

@@ -6,12 +6,13 @@ import (
 	"testing"
 
 	"github.com/cas-engine/cas/model/tokenizer"
+	"github.com/cas-engine/cas/model/tokenizer/tokentest"
 )
 
 // TestFilterLongPrompts drops the questions whose rendered agent prompt
 // (Qwen3 chat template) is longer than MaxPromptTokens, and counts them.
 func TestFilterLongPrompts(t *testing.T) {
-	tok := qwen3Tok(t)
+	tok := tokentest.Qwen3(t)
 	qs := []string{"Who wrote Hamlet?", strings.Repeat("very ", 300) + "long question?", "What is the capital of France?", strings.Repeat("word ", 50) + "?"}
 	cfg := DefaultRolloutConfig()
 	lens := make([]int, len(qs))

@@ -15,7 +15,6 @@ import (
 	"github.com/cas-engine/cas/internal/scriptpolicy"
 	"github.com/cas-engine/cas/internal/sharedtest"
 	"github.com/cas-engine/cas/model/qwen"
-	"github.com/cas-engine/cas/model/tokenizer"
 	"github.com/cas-engine/cas/search"
 )
 
@@ -138,21 +137,4 @@ type retrieverFunc func(ctx context.Context, queries []string, k int) ([][]searc
 
 func (f retrieverFunc) Retrieve(ctx context.Context, queries []string, k int) ([][]search.Hit, error) {
 	return f(ctx, queries, k)
-}
-
-// qwen3Tok loads the real Qwen3 tokenizer.
-var qwen3TokOnce sync.Map
-
-func qwen3Tok(t testing.TB) *tokenizer.Tokenizer {
-	t.Helper()
-	p := sharedtest.Path(t, "tokenizers", "qwen3", "tokenizer.json")
-	if v, ok := qwen3TokOnce.Load(p); ok {
-		return v.(*tokenizer.Tokenizer)
-	}
-	tok, err := tokenizer.Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	qwen3TokOnce.Store(p, tok)
-	return tok
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/cas-engine/cas/internal/scriptpolicy"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/tokenizer"
+	"github.com/cas-engine/cas/model/tokenizer/tokentest"
 	"github.com/cas-engine/cas/qa"
 	"github.com/cas-engine/cas/search"
 )
@@ -295,7 +296,7 @@ func checkLogProbs(t *testing.T, m *qwen.Model, trajs []*Trajectory) {
 // tokenizer and the BM25 test corpus.
 func scripted(t *testing.T, cfg RolloutConfig, r search.Retriever, next func(q string, gen int) (string, qwen.FinishReason)) (*Runner, *scriptPolicy, *tokenizer.Tokenizer) {
 	t.Helper()
-	tok := qwen3Tok(t)
+	tok := tokentest.Qwen3(t)
 	eos, ok := tok.TokenID("<|im_end|>")
 	if !ok {
 		t.Fatal("no <|im_end|>")
@@ -759,7 +760,7 @@ func TestParseRolloutFlags(t *testing.T) {
 // TestTokenSpan maps byte ranges onto Qwen3 BPE tokens, including
 // multi-byte characters split across tokens.
 func TestTokenSpan(t *testing.T) {
-	tok := qwen3Tok(t)
+	tok := tokentest.Qwen3(t)
 	for _, text := range []string{
 		"<think>x</think>\n<answer> Genentech </answer>",
 		"<think>über</think><answer>São Paulo – 東京</answer>",
@@ -788,7 +789,7 @@ func TestTokenSpan(t *testing.T) {
 // retrieval bookkeeping, spans, reward) with a scripted policy.
 func BenchmarkRolloutLoop(b *testing.B) {
 	corpus := bm25Corpus(b, 60)
-	tok := qwen3Tok(b)
+	tok := tokentest.Qwen3(b)
 	eos, _ := tok.TokenID("<|im_end|>")
 	next := func(q string, gen int) (string, qwen.FinishReason) {
 		if gen < 3 {
@@ -816,7 +817,7 @@ func BenchmarkRolloutLoop(b *testing.B) {
 }
 
 func BenchmarkTokenSpan(b *testing.B) {
-	tok := qwen3Tok(b)
+	tok := tokentest.Qwen3(b)
 	text := strings.Repeat("<think>Some reasoning about the documents.</think><search>query</search><information>Doc 1 (Title: X)\ntext text text</information>", 20) +
 		"<think>done</think><answer> The final answer </answer>"
 	ids := tok.Encode(text)

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/cas-engine/cas/agent"
@@ -22,6 +21,7 @@ import (
 	"github.com/cas-engine/cas/internal/sharedtest"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/tokenizer"
+	"github.com/cas-engine/cas/model/tokenizer/tokentest"
 	"github.com/cas-engine/cas/search"
 )
 
@@ -170,27 +170,13 @@ func testDocs() []search.Doc {
 	return docs
 }
 
-var qwen3Tok = sync.OnceValues(func() (*tokenizer.Tokenizer, error) {
-	return tokenizer.Load(filepath.Join(sharedtest.Root(), "tokenizers", "qwen3", "tokenizer.json"))
-})
-
-func loadQwen3Tok(t *testing.T) *tokenizer.Tokenizer {
-	t.Helper()
-	sharedtest.Path(t, "tokenizers", "qwen3", "tokenizer.json")
-	tok, err := qwen3Tok()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
-}
-
 // TestEvalScripted checks the aggregation exactly: a scripted agent answers
 // the even-numbered questions of each file correctly, searching once with
 // top-3 passages; EM per dataset, the group and overall averages, searches,
 // documents per search, the format-valid rate, the JSONL records and the
 // Markdown table all follow.
 func TestEvalScripted(t *testing.T) {
-	tok := loadQwen3Tok(t)
+	tok := tokentest.Qwen3(t)
 	dir := t.TempDir()
 	custom := writeFile(t, dir, "mine.jsonl", `{"id": "m1", "question": "Custom one?", "golden_answers": ["yes"]}`+"\n")
 	paths := []string{
@@ -319,7 +305,7 @@ func TestEvalScripted(t *testing.T) {
 // TestEvalBaselines: direct answers without retrieval; RAG retrieves once
 // with the question (one search per question, in the prompt).
 func TestEvalBaselines(t *testing.T) {
-	tok := loadQwen3Tok(t)
+	tok := tokentest.Qwen3(t)
 	dir := t.TempDir()
 	d, err := LoadDatasets([]string{writeFile(t, dir, "popqa_x.jsonl",
 		`{"id": "1", "question": "Who composed Easy Living?", "golden_answers": ["Ralph Rainger"]}`+"\n"+
@@ -477,10 +463,7 @@ func TestEvalTinyModel(t *testing.T) {
 }
 
 func BenchmarkEvalScripted(b *testing.B) {
-	tok, err := qwen3Tok()
-	if err != nil {
-		b.Skip(err)
-	}
+	tok := tokentest.Qwen3(b)
 	qs := make([]string, 64)
 	for i := range qs {
 		qs[i] = `{"id": "` + string(rune('a'+i%26)) + `", "question": "Which passage is number ` + string(rune('a'+i%26)) + `?", "golden_answers": ["x"]}`
