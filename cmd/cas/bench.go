@@ -14,10 +14,8 @@ import (
 // newBenchCmd is `cas bench`: side-by-side measurements against peer
 // implementations, one subcommand per subsystem.
 func newBenchCmd() *cobra.Command {
-	return withSubcommands(&cobra.Command{
-		Use:   "bench",
-		Short: "Benchmarks against peer implementations, measured in the same run",
-	}, newBenchIndexCmd(), newBenchServeCmd(), newBenchCPUCmd(), newBenchGPUCmd(), newBenchScaleCmd())
+	return commandGroup("bench", "Benchmarks against peer implementations, measured in the same run",
+		newBenchIndexCmd(), newBenchServeCmd(), newBenchCPUCmd(), newBenchGPUCmd(), newBenchScaleCmd())
 }
 
 func newBenchIndexCmd() *cobra.Command {

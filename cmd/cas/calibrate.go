@@ -15,10 +15,7 @@ import (
 )
 
 func newCalibrateCmd() *cobra.Command {
-	return withSubcommands(&cobra.Command{
-		Use:   "calibrate",
-		Short: "Calibrate conformal thresholds on real retrieval",
-	}, newCalibrateAPSRetrievalCmd())
+	return commandGroup("calibrate", "Calibrate conformal thresholds on real retrieval", newCalibrateAPSRetrievalCmd())
 }
 
 func newCalibrateAPSRetrievalCmd() *cobra.Command {

@@ -21,10 +21,8 @@ import (
 // slot in beside the vector mode.
 
 func newIndexCmd() *cobra.Command {
-	return withSubcommands(&cobra.Command{
-		Use:   "index",
-		Short: "Build, search and inspect vector indexes (Flat, IVF; F32, F16, SQ8; FAISS files read)",
-	}, newIndexBuildCmd(), newIndexSearchCmd(), newIndexInfoCmd(), newIndexImportCmd())
+	return commandGroup("index", "Build, search and inspect vector indexes (Flat, IVF; F32, F16, SQ8; FAISS files read)",
+		newIndexBuildCmd(), newIndexSearchCmd(), newIndexInfoCmd(), newIndexImportCmd())
 }
 
 // indexBuildFlags are the flags of `cas index build`.

@@ -39,10 +39,16 @@ func newRootCmd() *cobra.Command {
 }
 
 // withSubcommands adds subs to the command group cmd and returns it: the
-// root and `cas bench`, `calibrate`, `conformal` and `index`.
+// root, `cas conformal` and each commandGroup.
 func withSubcommands(cmd *cobra.Command, subs ...*cobra.Command) *cobra.Command {
 	cmd.AddCommand(subs...)
 	return cmd
+}
+
+// commandGroup is a command that only groups subs (`cas bench`,
+// `calibrate`, `index`): running it prints its help.
+func commandGroup(use, short string, subs ...*cobra.Command) *cobra.Command {
+	return withSubcommands(&cobra.Command{Use: use, Short: short}, subs...)
 }
 
 func newVersionCmd() *cobra.Command {
