@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -23,12 +22,7 @@ func TestBenchCPUCommand(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			root := newRootCmd()
-			var out, errOut bytes.Buffer
-			root.SetArgs(c.args)
-			root.SetOut(&out)
-			root.SetErr(&errOut)
-			err := root.Execute()
+			out, _, err := runCas(t, c.args...)
 			if c.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 					t.Fatalf("error %v, want %q", err, c.wantErr)
@@ -38,8 +32,8 @@ func TestBenchCPUCommand(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !strings.Contains(out.String(), c.wantOut) || !strings.Contains(out.String(), "FMA peak") {
-				t.Fatalf("output lacks %q:\n%s", c.wantOut, out.String())
+			if !strings.Contains(out, c.wantOut) || !strings.Contains(out, "FMA peak") {
+				t.Fatalf("output lacks %q:\n%s", c.wantOut, out)
 			}
 		})
 	}

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,30 +9,19 @@ import (
 	"github.com/cas-engine/cas/internal/sharedtest"
 )
 
-func runRetrievalCas(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	root := newRootCmd()
-	var out bytes.Buffer
-	root.SetArgs(args)
-	root.SetOut(&out)
-	root.SetErr(io.Discard)
-	err := root.Execute()
-	return out.String(), err
-}
-
 // TestIndexCorpusBM25 builds a BM25 folder with `cas index build --corpus
 // --bm25` and queries it with `cas index search --query`.
 func TestIndexCorpusBM25(t *testing.T) {
 	corpus := sharedtest.Path(t, "data", "corpus", "wiki18_sample_1k.jsonl")
 	dir := filepath.Join(t.TempDir(), "bm25")
-	out, err := runRetrievalCas(t, "index", "build", "--corpus", corpus, "--bm25", "--out", dir)
+	out, _, err := runCas(t, "index", "build", "--corpus", corpus, "--bm25", "--out", dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out, "built a bm25 index of 1000 passages") {
 		t.Errorf("build output %q", out)
 	}
-	out, err = runRetrievalCas(t, "index", "search", "--index", dir, "--query", "Evan Morris lobbyist Genentech", "--query", "Horatio Hale ethnologist of the United States Exploring Expedition", "-k", "3")
+	out, _, err = runCas(t, "index", "search", "--index", dir, "--query", "Evan Morris lobbyist Genentech", "--query", "Horatio Hale ethnologist of the United States Exploring Expedition", "-k", "3")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +48,7 @@ func TestIndexCorpusBM25(t *testing.T) {
 		{"index", "search", "--index", dir, "--query", "x", "-k", "0"},
 		{"index", "search", "--index", t.TempDir(), "--query", "x"},
 	} {
-		if _, err := runRetrievalCas(t, args...); err == nil {
+		if _, _, err := runCas(t, args...); err == nil {
 			t.Errorf("%q: want an error", args)
 		}
 	}

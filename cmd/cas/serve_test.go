@@ -119,11 +119,7 @@ func TestServeCmdErrors(t *testing.T) {
 		{"serve", "--index", small, "--max-topk", "0"},
 		{"serve", "--index", small, "--addr", "256.0.0.1:1"},
 	} {
-		root := newRootCmd()
-		root.SetArgs(args)
-		root.SetOut(io.Discard)
-		root.SetErr(io.Discard)
-		if err := root.Execute(); err == nil {
+		if _, _, err := runCas(t, args...); err == nil {
 			t.Errorf("%q: want an error", args)
 		}
 	}
@@ -135,13 +131,9 @@ func TestCalibrateAPSCmd(t *testing.T) {
 	dir := bm25TestFolder(t, "wiki18_harvested_10k.jsonl")
 	qa := sharedtest.Path(t, "data", "qa", "nq_test_1k.jsonl")
 	out := filepath.Join(t.TempDir(), "qhat.json")
-	root := newRootCmd()
-	var stderr bytes.Buffer
-	root.SetArgs([]string{"calibrate", "aps", "--qa", qa, "--index", dir, "--candidates", "20", "--alpha", "0.2",
-		"--n", "150", "--test", "300", "--seed", "3", "--gold-only", "--temperature", "1", "--no-progress", "--out", out})
-	root.SetOut(io.Discard)
-	root.SetErr(&stderr)
-	if err := root.Execute(); err != nil {
+	_, stderr, err := runCas(t, "calibrate", "aps", "--qa", qa, "--index", dir, "--candidates", "20", "--alpha", "0.2",
+		"--n", "150", "--test", "300", "--seed", "3", "--gold-only", "--temperature", "1", "--no-progress", "--out", out)
+	if err != nil {
 		t.Fatal(err)
 	}
 	raw, err := os.ReadFile(out)
@@ -172,8 +164,8 @@ func TestCalibrateAPSCmd(t *testing.T) {
 		rep.Coverage < 0.7 || rep.MeanKept < 1 || rep.MeanKept > 5 || rep.Fixed.K != 3 || rep.Fixed.MeanKept != 3 {
 		t.Errorf("report %s", raw)
 	}
-	if !strings.Contains(stderr.String(), "APS") || !strings.Contains(stderr.String(), "top-3") {
-		t.Errorf("summary missing: %s", stderr.String())
+	if !strings.Contains(stderr, "APS") || !strings.Contains(stderr, "top-3") {
+		t.Errorf("summary missing: %s", stderr)
 	}
 	for _, args := range [][]string{
 		{"calibrate", "aps", "--index", dir},
@@ -184,11 +176,7 @@ func TestCalibrateAPSCmd(t *testing.T) {
 		{"calibrate", "aps", "--qa", qa, "--index", dir, "--preset", "nope"},
 		{"calibrate", "aps", "--qa", filepath.Join(t.TempDir(), "missing.jsonl"), "--index", dir},
 	} {
-		root := newRootCmd()
-		root.SetArgs(append(args, "--no-progress"))
-		root.SetOut(io.Discard)
-		root.SetErr(io.Discard)
-		if err := root.Execute(); err == nil {
+		if _, _, err := runCas(t, append(args, "--no-progress")...); err == nil {
 			t.Errorf("%q: want an error", args)
 		}
 	}

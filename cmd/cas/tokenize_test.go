@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,14 +12,8 @@ import (
 // runTokenize runs `cas tokenize args...` with stdin.
 func runTokenize(t *testing.T, stdin string, args ...string) (string, error) {
 	t.Helper()
-	root := newRootCmd()
-	var out, errOut bytes.Buffer
-	root.SetArgs(append([]string{"tokenize"}, args...))
-	root.SetIn(strings.NewReader(stdin))
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	err := root.Execute()
-	return out.String(), err
+	out, _, err := runCasIn(t, stdin, append([]string{"tokenize"}, args...)...)
+	return out, err
 }
 
 func TestTokenizeCmd(t *testing.T) {

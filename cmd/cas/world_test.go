@@ -10,13 +10,8 @@ import (
 
 func runWorld(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	root := newRootCmd()
-	var out, errOut bytes.Buffer
-	root.SetArgs(append([]string{"world"}, args...))
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	err := root.Execute()
-	return out.String(), err
+	out, _, err := runCas(t, append([]string{"world"}, args...)...)
+	return out, err
 }
 
 func TestWorldCmd(t *testing.T) {
