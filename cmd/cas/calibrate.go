@@ -10,7 +10,6 @@ import (
 	"github.com/cas-engine/cas/calibrate"
 	"github.com/cas-engine/cas/conformal"
 	"github.com/cas-engine/cas/qa"
-	"github.com/cas-engine/cas/search"
 	"github.com/spf13/cobra"
 )
 
@@ -83,18 +82,11 @@ conditional on retrieval success).`,
 			if err != nil {
 				return err
 			}
-			var r search.Retriever
-			source := dir
-			if server != "" {
-				r, source = search.NewClient(server), server
-			} else {
-				rr, _, closeAll, err := openRetrieverFolder(dir, dense)
-				if err != nil {
-					return err
-				}
-				defer closeAll()
-				r = rr
+			r, source, closeR, err := openRetrieval(server, dir, dense)
+			if err != nil {
+				return err
 			}
+			defer closeR()
 			var progress io.Writer
 			if !noProgress {
 				progress = progressOut(cmd.ErrOrStderr())

@@ -96,16 +96,12 @@ prints the Markdown tables.`,
 			var r search.Retriever
 			retrieval := ""
 			if needRetrieval {
-				if serverURL != "" {
-					r, retrieval = search.NewClient(serverURL), serverURL
-				} else {
-					rr, _, closeAll, err := openRetrieverFolder(indexDir, dense)
-					if err != nil {
-						return err
-					}
-					defer closeAll()
-					r, retrieval = rr, indexDir
+				rr, source, closeR, err := openRetrieval(serverURL, indexDir, dense)
+				if err != nil {
+					return err
 				}
+				defer closeR()
+				r, retrieval = rr, source
 			}
 			be, err := backend.New()
 			if err != nil {

@@ -81,6 +81,21 @@ func loadE5(d denseFlags) (search.Encoder, func(), error) {
 	return e5Encoder{enc: enc, tok: tok}, func() { enc.Close(); be.Finalize() }, nil
 }
 
+// openRetrieval opens the retriever a command names: a client of the
+// Search-R1-compatible server at serverURL when given, else the index
+// folder dir (openRetrieverFolder). It returns the source it retrieves from
+// (the URL or the folder) and a function that closes what it opened.
+func openRetrieval(serverURL, dir string, d denseFlags) (search.Retriever, string, func(), error) {
+	if serverURL != "" {
+		return search.NewClient(serverURL), serverURL, func() {}, nil
+	}
+	r, _, closeAll, err := openRetrieverFolder(dir, d)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return r, dir, closeAll, nil
+}
+
 // openRetrieverFolder opens an index folder as a retriever: BM25 directly,
 // dense with the E5 encoder (flags, else the paths recorded at build time).
 func openRetrieverFolder(dir string, d denseFlags) (search.ClosableRetriever, search.FolderSettings, func(), error) {

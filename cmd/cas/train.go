@@ -120,10 +120,7 @@ the run and keeps the last good checkpoint.`,
 
 // openTrainRetriever opens the config's index folder or server client.
 func openTrainRetriever(rc train.RetrieverConfig) (search.Retriever, func(), error) {
-	if rc.Server != "" {
-		return search.NewClient(rc.Server), func() {}, nil
-	}
-	r, _, closeAll, err := openRetrieverFolder(rc.Index, denseFlags{batch: 32, maxLen: 256, corpus: rc.Corpus})
+	r, _, closeAll, err := openRetrieval(rc.Server, rc.Index, denseFlags{batch: 32, maxLen: 256, corpus: rc.Corpus})
 	if err != nil {
 		return nil, nil, fmt.Errorf("retriever.index %s: %w (a config names the corpus with retriever.corpus, e.g. --set retriever.corpus=PATH)", rc.Index, err)
 	}
