@@ -327,13 +327,7 @@ func BenchmarkBM25SearchBatch(b *testing.B) {
 }
 
 func BenchmarkBM25Build1k(b *testing.B) {
-	path := sharedtest.Path(b, "data", "corpus", "wiki18_sample_1k.jsonl")
-	dir := b.TempDir()
-	c, err := BuildCorpusOffsets(path, filepath.Join(dir, "c.offsets"), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	c := openTestCorpus(b, sharedtest.Path(b, "data", "corpus", "wiki18_sample_1k.jsonl"))
 	a, _ := NewAnalyzer(DefaultAnalyzerSettings())
 	b.SetBytes(int64(c.offsets[c.Len()]))
 	for b.Loop() {

@@ -254,12 +254,7 @@ func FuzzDecodeOffsets(f *testing.F) {
 }
 
 func BenchmarkCorpusDoc(b *testing.B) {
-	path := sharedtest.Path(b, "data", "corpus", "wiki18_harvested_10k.jsonl")
-	c, err := BuildCorpusOffsets(path, filepath.Join(b.TempDir(), "c.offsets"), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	c := openTestCorpus(b, sharedtest.Path(b, "data", "corpus", "wiki18_harvested_10k.jsonl"))
 	i := 0
 	for b.Loop() {
 		if _, err := c.Doc(i % c.Len()); err != nil {

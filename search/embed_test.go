@@ -42,13 +42,8 @@ func (e *hashEncoder) Encode(_ context.Context, texts []string) ([]float32, erro
 // that the chunks equal an uninterrupted run's and that finished chunks were
 // not recomputed.
 func TestEmbedCorpusResume(t *testing.T) {
-	path := sharedtest.Path(t, "data", "corpus", "wiki18_sample_1k.jsonl")
+	c := openTestCorpus(t, sharedtest.Path(t, "data", "corpus", "wiki18_sample_1k.jsonl"))
 	dir := t.TempDir()
-	c, err := BuildCorpusOffsets(path, filepath.Join(dir, "c.offsets"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	opt := EmbedOptions{Prefix: E5PassagePrefix, Chunk: 300, Batch: 100, Encoder: "hash"}
 
 	full, err := EmbedCorpus(context.Background(), c, &hashEncoder{}, filepath.Join(dir, "full"), opt)

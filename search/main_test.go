@@ -2,6 +2,7 @@ package search
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 
 	"github.com/cas-engine/cas/internal/sharedtest"
@@ -20,6 +21,18 @@ func bm25Folder10k(t testing.TB) string {
 		_, err := BuildBM25Folder(context.Background(), corpus, dir, DefaultBM25BuildOptions())
 		return err
 	})
+}
+
+// openTestCorpus opens the JSONL corpus at path with its offsets built in a
+// temporary folder; it is closed when the test ends.
+func openTestCorpus(tb testing.TB, path string) *Corpus {
+	tb.Helper()
+	c, err := BuildCorpusOffsets(path, filepath.Join(tb.TempDir(), "c.offsets"), nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	return c
 }
 
 // openBM25_10k opens the shared folder as a retriever.
