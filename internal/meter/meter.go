@@ -17,33 +17,26 @@ type Bar struct {
 
 // NewBytes returns a byte-counting bar drawn on w (nil: silent).
 func NewBytes(w io.Writer, total int64, desc string) *Bar {
-	if w == nil {
-		return &Bar{}
-	}
-	return &Bar{bar: progressbar.NewOptions64(total,
-		progressbar.OptionSetWriter(w),
-		progressbar.OptionSetDescription(desc),
-		progressbar.OptionShowBytes(true),
-		progressbar.OptionThrottle(200*time.Millisecond),
-		progressbar.OptionSetPredictTime(true),
-		progressbar.OptionOnCompletion(func() { io.WriteString(w, "\n") }),
-	)}
+	return newBar(w, total, desc, progressbar.OptionShowBytes(true))
 }
 
 // NewCount returns an item-counting bar drawn on w (nil: silent).
 func NewCount(w io.Writer, total int64, desc string) *Bar {
+	return newBar(w, total, desc, progressbar.OptionShowCount(), progressbar.OptionShowIts())
+}
+
+// newBar draws a bar of total units on w with the units' options, redrawn
+// at most every 200 ms, with a predicted time left and a newline at the end.
+func newBar(w io.Writer, total int64, desc string, units ...progressbar.Option) *Bar {
 	if w == nil {
 		return &Bar{}
 	}
-	return &Bar{bar: progressbar.NewOptions64(total,
-		progressbar.OptionSetWriter(w),
-		progressbar.OptionSetDescription(desc),
-		progressbar.OptionShowCount(),
-		progressbar.OptionShowIts(),
+	opts := append([]progressbar.Option{progressbar.OptionSetWriter(w), progressbar.OptionSetDescription(desc)}, units...)
+	return &Bar{bar: progressbar.NewOptions64(total, append(opts,
 		progressbar.OptionThrottle(200*time.Millisecond),
 		progressbar.OptionSetPredictTime(true),
 		progressbar.OptionOnCompletion(func() { io.WriteString(w, "\n") }),
-	)}
+	)...)}
 }
 
 // Write advances the bar by len(p) (it is an io.Writer for io.TeeReader).
