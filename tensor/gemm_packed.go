@@ -25,10 +25,10 @@ import "fmt"
 // slice's depth and rowsPad the rows rounded up to w (zero rows pad the
 // last panel).
 type packedOperand struct {
-	ks            *gemmKernelSet
-	rows, k       int
-	w, kc         int
-	rowsPad       int
+	ks        *gemmKernelSet
+	rows, k   int
+	w, kc     int
+	rowsPad   int
 	data, tmp []float32
 	tile      []float32 // one mr × nr edge tile (PackedRight only)
 }
