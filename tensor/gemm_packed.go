@@ -30,7 +30,6 @@ type packedOperand struct {
 	w, kc     int
 	rowsPad   int
 	data, tmp []float32
-	tile      []float32 // one mr × nr edge tile (PackedRight only)
 }
 
 func (p *packedOperand) pack(x []float32, rows, k, w int, ks *gemmKernelSet) {
@@ -79,7 +78,6 @@ func (r *PackedRight) Pack(w []float32, n, k int) { r.packWith(w, n, k, gemmKern
 
 func (r *PackedRight) packWith(w []float32, n, k int, ks *gemmKernelSet) {
 	r.p.pack(w, n, k, ks.nr, ks)
-	r.p.tile = growF32(r.p.tile, ks.mr*ks.nr)
 }
 
 // Rows is n.
@@ -89,7 +87,8 @@ func (r *PackedRight) Rows() int { return r.p.rows }
 // rows i0 ≤ i < i1 of l and every row j < n of r, on the calling
 // goroutine. i0 must be a multiple of GemmBlockAlign() (i1 may be anything
 // up to l.Rows()), ldo ≥ n, and both operands packed with the same k. It
-// panics on a programmer error (mismatched operands, short out).
+// panics on a programmer error (mismatched operands, short out). The
+// operands are only read: goroutines may share them.
 func MatMulTPacked(out []float32, ldo int, l *PackedLeft, i0, i1 int, r *PackedRight) {
 	a, b := &l.p, &r.p
 	n, k := b.rows, a.k
@@ -114,6 +113,7 @@ func MatMulTPacked(out []float32, ldo int, l *PackedLeft, i0, i1 int, r *PackedR
 	}
 	ks := a.ks
 	mr, nr := ks.mr, ks.nr
+	var tile []float32 // an edge tile, allocated when there is one
 	for pc := 0; pc < k; pc += a.kc {
 		kcs := min(a.kc, k-pc)
 		acc := pc > 0
@@ -130,10 +130,13 @@ func MatMulTPacked(out []float32, ldo int, l *PackedLeft, i0, i1 int, r *PackedR
 					ks.micro(kcs, ap, bp, nr, out[c0:], ldo, acc)
 					continue
 				}
-				ks.micro(kcs, ap, bp, nr, b.tile, nr, false)
+				if tile == nil {
+					tile = make([]float32, mr*nr)
+				}
+				ks.micro(kcs, ap, bp, nr, tile, nr, false)
 				for i := range mm {
 					dst := out[c0+i*ldo : c0+i*ldo+nn]
-					src := b.tile[i*nr : i*nr+nn]
+					src := tile[i*nr : i*nr+nn]
 					if acc {
 						for j, v := range src {
 							dst[j] += v

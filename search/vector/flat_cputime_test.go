@@ -2,8 +2,12 @@ package vector
 
 import (
 	"fmt"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/viterin/vek/vek32"
 
 	"github.com/cas-engine/cas/internal/cputime"
 	"github.com/cas-engine/cas/internal/vectest"
@@ -56,4 +60,55 @@ func BenchmarkFlatBatchCPUTime(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkFlatSingleCPUTime measures one query against 100,000 × 768 F32
+// rows (307 MB) next to a streaming read of the same rows (vek's sum, the
+// memory-bandwidth bound `cas bench index` prints), interleaved, each the
+// best of the iterations in process CPU time; %bound is the stream's time
+// over the search's (≥ 83% is within 1.2× of the bound).
+//
+//	go test -run '^$' -bench FlatSingleCPUTime -benchtime 20x ./search/vector/
+func BenchmarkFlatSingleCPUTime(b *testing.B) {
+	const d, n = 768, 100_000
+	x, q := vectest.LowRankPair(n, 1, d, 64, 3)
+	f, _ := NewFlat(d, InnerProduct, F32)
+	f.Add(nil, x)
+	cpu := func(fn func()) time.Duration {
+		t0 := cputime.Process()
+		fn()
+		return cputime.Process() - t0
+	}
+	var sink float32
+	for _, th := range []int{1, 2} {
+		b.Run(fmt.Sprintf("threads%d", th), func(b *testing.B) {
+			p := &SearchParams{Threads: th}
+			bestS, bestR := time.Duration(1<<62), time.Duration(1<<62)
+			for b.Loop() {
+				bestS = min(bestS, cpu(func() {
+					if _, _, err := f.Search(q, 10, p); err != nil {
+						b.Fatal(err)
+					}
+				}))
+				bestR = min(bestR, cpu(func() { sink += streamSum(x, th) }))
+			}
+			b.ReportMetric(float64(bestS.Microseconds())/1e3, "search-cpu-ms")
+			b.ReportMetric(float64(bestR.Microseconds())/1e3, "stream-cpu-ms")
+			b.ReportMetric(100*bestR.Seconds()/bestS.Seconds(), "%bound")
+		})
+	}
+	runtime.KeepAlive(sink)
+}
+
+// streamSum reads x once on threads goroutines (vek32.Sum).
+func streamSum(x []float32, threads int) float32 {
+	var mu sync.Mutex
+	var s float32
+	tensor.ParallelFor(len(x), threads, 1<<16, func(_, lo, hi int) {
+		v := vek32.Sum(x[lo:hi])
+		mu.Lock()
+		s += v
+		mu.Unlock()
+	})
+	return s
 }
