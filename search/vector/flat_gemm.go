@@ -13,10 +13,11 @@ import "github.com/cas-engine/cas/tensor"
 //   - the queries are packed once per batch (tensor.PackedLeft), not once
 //     per tile as a MatMulT call per tile would;
 //   - each worker packs gemmTileRows(d) stored vectors at a time
-//     (tensor.PackedRight, about 768 KiB: it stays in L2 while every
-//     block of queries passes over it);
-//   - tensor.MatMulTPacked scores gemmQueryBlock queries against the tile
-//     (a 96 × 256 block of 96 KiB for E5's 768 dimensions), and each
+//     (tensor.PackedRight, about 384 KiB: it stays in L2 while every
+//     block of queries passes over it, with room for a second worker's
+//     where two hardware threads share one core's L2);
+//   - tensor.MatMulTPacked scores gemmQueryBlockRows queries against the
+//     tile (a 96 × 128 block of 48 KiB for E5's 768 dimensions), and each
 //     query's row goes straight into its selection, whose SIMD threshold
 //     scan (tensor.IndexAtLeast) skips the scores that cannot enter.
 //
@@ -35,9 +36,9 @@ const (
 )
 
 // gemmTileRows is how many stored vectors a worker packs at a time for the
-// GEMM: about 768 KiB of float32 rows, a multiple of 32 from 32 to 1,024.
+// GEMM: about 384 KiB of float32 rows, a multiple of 32 from 32 to 1,024.
 func gemmTileRows(d int) int {
-	t := (768 << 10) / (4 * max(d, 1))
+	t := (384 << 10) / (4 * max(d, 1))
 	return min(1024, max(32, t&^31))
 }
 
