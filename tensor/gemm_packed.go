@@ -111,9 +111,19 @@ func MatMulTPacked(out []float32, ldo int, l *PackedLeft, i0, i1 int, r *PackedR
 		}
 		return
 	}
+	mc := a.ks.blocking().mc // rows whose panels stay in L2 while B passes
+	var tile []float32       // an edge tile, allocated when there is one
+	for ic := i0; ic < i1; ic += mc {
+		matMulTPackedBlock(out[(ic-i0)*ldo:], ldo, a, ic, min(i1, ic+mc), b, &tile)
+	}
+}
+
+// matMulTPackedBlock is MatMulTPacked for the rows [i0, i1) of one block
+// of at most mc rows, written from out[0].
+func matMulTPackedBlock(out []float32, ldo int, a *packedOperand, i0, i1 int, b *packedOperand, edge *[]float32) {
 	ks := a.ks
 	mr, nr := ks.mr, ks.nr
-	var tile []float32 // an edge tile, allocated when there is one
+	n, k := b.rows, a.k
 	for pc := 0; pc < k; pc += a.kc {
 		kcs := min(a.kc, k-pc)
 		acc := pc > 0
@@ -130,9 +140,10 @@ func MatMulTPacked(out []float32, ldo int, l *PackedLeft, i0, i1 int, r *PackedR
 					ks.micro(kcs, ap, bp, nr, out[c0:], ldo, acc)
 					continue
 				}
-				if tile == nil {
-					tile = make([]float32, mr*nr)
+				if *edge == nil {
+					*edge = make([]float32, mr*nr)
 				}
+				tile := *edge
 				ks.micro(kcs, ap, bp, nr, tile, nr, false)
 				for i := range mm {
 					dst := out[c0+i*ldo : c0+i*ldo+nn]

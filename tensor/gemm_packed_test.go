@@ -17,7 +17,7 @@ func TestMatMulTPackedMatchesMatMulT(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, ks := range gemmSets() {
 		kc := ks.blocking().kc
-		for _, s := range [][3]int{{1, 1, 1}, {5, 3, 7}, {ks.mr + 1, ks.nr + 3, 17}, {37, 70, kc + 5}, {50, 33, 2*kc + 16}, {0, 5, 8}, {7, 0, 8}, {6, 9, 0}} {
+		for _, s := range [][3]int{{1, 1, 1}, {5, 3, 7}, {ks.mr + 1, ks.nr + 3, 17}, {37, 70, kc + 5}, {50, 33, 2*kc + 16}, {2*ks.blocking().mc + 7, 40, 19}, {0, 5, 8}, {7, 0, 8}, {6, 9, 0}} {
 			m, n, k := s[0], s[1], s[2]
 			t.Run(fmt.Sprintf("%s/M%d_N%d_K%d", ks.name, m, n, k), func(t *testing.T) {
 				a, w := randF32(r, m*k), randF32(r, n*k)

@@ -200,10 +200,6 @@ func assignPoints(assign []int32, x, cent []float32, n, d, k int, m Metric, thre
 	// depend on the thread count.
 	partial := make([]float64, nchunks)
 	outs := make([][]float32, workers)
-	lefts := make([]tensor.PackedLeft, workers)
-	// The centroids are packed once for every chunk (kmeansGEMM).
-	var right tensor.PackedRight
-	right.Pack(cent, k, d)
 	forChunks(nchunks, 1, workers, func(w, lo, hi int) {
 		if outs[w] == nil {
 			outs[w] = make([]float32, chunk*k)
@@ -213,9 +209,9 @@ func assignPoints(assign []int32, x, cent []float32, n, d, k int, m Metric, thre
 			var obj float64
 			p0 := c * chunk
 			p1 := min(n, p0+chunk)
-			// Scores of the chunk's points against every centroid:
-			// x·centᵀ, then an argmax per row.
-			kmeansGEMM(out, x[p0*d:p1*d], cent, &lefts[w], &right, p1-p0, k, d)
+			// Scores of the chunk's points against every centroid: one
+			// GEMM (x·centᵀ), then an argmax per row.
+			tensor.MatMulT(out[:(p1-p0)*k], x[p0*d:p1*d], cent, p1-p0, k, d, 1)
 			for i := p0; i < p1; i++ {
 				row := out[(i-p0)*k : (i-p0+1)*k]
 				best, bestV := 0, float32(0)
@@ -250,21 +246,6 @@ func assignPoints(assign []int32, x, cent []float32, n, d, k int, m Metric, thre
 		total += v
 	}
 	return total
-}
-
-// kmeansGEMM writes out[i·k + c] = ⟨x_i, cent_c⟩ for the m points of x:
-// the chunk is packed once and multiplied against the centroids packed
-// once per assignment (right) by tensor.MatMulTPacked — the same sums as
-// tensor.MatMulT, which packed both on every chunk. A chunk of at most 16
-// points keeps MatMulT, whose dot kernels score such a chunk (so the
-// result is the same as before bit for bit).
-func kmeansGEMM(out, x, cent []float32, left *tensor.PackedLeft, right *tensor.PackedRight, m, k, d int) {
-	if m <= 16 {
-		tensor.MatMulT(out[:m*k], x, cent, m, k, d, 1)
-		return
-	}
-	left.Pack(x, m, d)
-	tensor.MatMulTPacked(out, k, left, 0, m, right)
 }
 
 // splitEmpty re-seeds every empty cluster from a large one, FAISS's
