@@ -1,6 +1,9 @@
 package tensor
 
-import "fmt"
+import (
+	"fmt"
+	"unsafe"
+)
 
 // Batched bfloat16 products on AMX tiles (Intel Advanced Matrix
 // Extensions, AMX-BF16): TDPBF16PS multiplies a 16 × 32 bfloat16 tile by a
@@ -36,18 +39,53 @@ type BF16Panels struct {
 }
 
 // PackF16 packs n rows of k binary16 codes (row-major), rounded to
-// bfloat16; scratch (returned, reused) holds one row decoded.
+// bfloat16; scratch (returned, reused) is its working memory.
+//
+// Each whole panel of 16 rows is converted row by row into bfloat16
+// (F16ToBF16, vectorised), then laid out by a 16 × 16 transpose of 32-bit
+// words — a pair of components of one row is one word, and the panel is
+// the transpose of the 16 rows' words — where the CPU has it
+// (transposeWords16); the packed bits are the same as row-by-row packing.
 func (p *BF16Panels) PackF16(src []uint16, n, k int, scratch []float32) []float32 {
 	p.reset(n, k)
+	full := 0
+	if hasTransposeWords16 && n >= 16 {
+		// 16 rows of KPad bfloat16 values (zero past k) in scratch.
+		if cap(scratch) < 8*p.KPad {
+			scratch = make([]float32, 8*p.KPad)
+		}
+		rows := unsafe.Slice((*uint16)(unsafe.Pointer(&scratch[0])), 16*p.KPad)
+		clear(rows)
+		full = n / 16 * 16
+		for j0 := 0; j0 < full; j0 += 16 {
+			for r := range 16 {
+				F16ToBF16(rows[r*p.KPad:r*p.KPad+k], src[(j0+r)*k:(j0+r+1)*k], nil)
+			}
+			transposeWords16(p.Data[j0*p.KPad:(j0+16)*p.KPad], rows, p.KPad/2)
+		}
+	}
+	if full == n {
+		return scratch
+	}
 	if cap(scratch) < k {
 		scratch = make([]float32, k)
 	}
 	row := scratch[:k]
-	for j := range n {
+	for j := full; j < n; j++ {
 		DecodeF16(row, src[j*k:(j+1)*k])
 		p.put(j, row)
 	}
 	return scratch
+}
+
+// packF16Rows is PackF16 row by row (the reference of the panel path).
+func (p *BF16Panels) packF16Rows(src []uint16, n, k int) {
+	p.reset(n, k)
+	row := make([]float32, k)
+	for j := range n {
+		DecodeF16(row, src[j*k:(j+1)*k])
+		p.put(j, row)
+	}
 }
 
 // PackF32 packs n rows of k float32 values (row-major), rounded to

@@ -1,12 +1,26 @@
 package tensor
 
 import (
+	"unsafe"
+
 	"golang.org/x/sys/cpu"
 	"golang.org/x/sys/unix"
 )
 
 //go:noescape
 func amxBF16Block(cfg *byte, a *uint16, lda int, nqb int, b *uint16, panel int, nrb int, ksteps int, c *float32, ldc int)
+
+// hasTransposeWords16: transposeWords16 runs here (AVX-512).
+var hasTransposeWords16 = cpu.X86.HasAVX512F
+
+// transposeWords16 writes dst[q·16 + r] = src[r·words + q] for 32-bit
+// words (pairs of uint16), r < 16 and q < words (a positive multiple of 16),
+// with the GEMM's register transpose (which moves bits, never rounds).
+func transposeWords16(dst, src []uint16, words int) {
+	_ = src[2*(16*words)-1]
+	_ = dst[2*(16*words)-1]
+	transpose16AVX512((*float32)(unsafe.Pointer(&src[0])), words, (*float32)(unsafe.Pointer(&dst[0])), 16, words, 16)
+}
 
 // amxTileConfig is LDTILECFG's 64 bytes: palette 1, eight tiles of 16 rows
 // × 64 bytes.

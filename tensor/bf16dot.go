@@ -106,9 +106,13 @@ func dotBF16(a, w []uint16) float32 {
 
 // F16ToBF16 converts len(dst) binary16 values of src to the nearest
 // bfloat16 (through float32, which holds every binary16 exactly): a tile of
-// F16 codes becomes the operand of DotBF16Block.
+// F16 codes becomes the operand of DotBF16Block. On AVX-512 it converts
+// 16 values an instruction sequence, the same bits as the scalar path.
 func F16ToBF16(dst, src []uint16, scratch []float32) []float32 {
 	checkLen("src", len(src), len(dst))
+	done := f16ToBF16Vec(dst, src)
+	src = src[done:len(dst)]
+	dst = dst[done:]
 	const chunk = 4096
 	if cap(scratch) < min(chunk, len(dst)) {
 		scratch = make([]float32, min(chunk, len(dst)))

@@ -201,3 +201,42 @@ bpeak:
 	JNZ  bpeak
 	VZEROUPPER
 	RET
+
+// func f16ToBF16AVX512(dst, src *uint16, n int)
+//
+// dst[i] = F32ToBF16(float32 of the binary16 src[i]) for i < n, a positive
+// multiple of 16: VCVTPH2PS (exact), then F32ToBF16's integer rounding
+// (add 0x7fff plus the kept lowest bit, keep the high half; a NaN keeps
+// its high half with the quiet bit set), then VPMOVDW.
+TEXT ·f16ToBF16AVX512(SB), NOSPLIT, $0-24
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	MOVQ         n+16(FP), CX
+	MOVL         $0x7fff, AX
+	VPBROADCASTD AX, Z28
+	MOVL         $1, AX
+	VPBROADCASTD AX, Z29
+	MOVL         $0x7fffffff, AX
+	VPBROADCASTD AX, Z30
+	MOVL         $0x7f800000, AX
+	VPBROADCASTD AX, Z31
+	MOVL         $0x40, AX
+	VPBROADCASTD AX, Z27
+
+f16bf16loop:
+	VCVTPH2PS (SI), Z0
+	VPSRLD    $16, Z0, Z1
+	VPANDD    Z29, Z1, Z2
+	VPADDD    Z28, Z0, Z3
+	VPADDD    Z2, Z3, Z3
+	VPSRLD    $16, Z3, Z3
+	VPANDD    Z30, Z0, Z4
+	VPCMPUD   $6, Z31, Z4, K1
+	VPORD     Z27, Z1, K1, Z3
+	VPMOVDW   Z3, (DI)
+	ADDQ      $32, SI
+	ADDQ      $32, DI
+	SUBQ      $16, CX
+	JNZ       f16bf16loop
+	VZEROUPPER
+	RET

@@ -76,6 +76,39 @@ func TestF16ToBF16(t *testing.T) {
 	}
 }
 
+// TestF16ToBF16AllCodes: the vector path converts every one of the 65,536
+// binary16 codes (NaNs, infinities, subnormals included) to the bits of
+// the scalar rounding, at every length and offset around its 16-value
+// steps.
+func TestF16ToBF16AllCodes(t *testing.T) {
+	src := make([]uint16, 1<<16)
+	for i := range src {
+		src[i] = uint16(i)
+	}
+	dst := make([]uint16, len(src))
+	F16ToBF16(dst, src, nil)
+	for i, h := range src {
+		if want := F32ToBF16(F16ToF32(h)); dst[i] != want {
+			t.Fatalf("code %#04x: %#04x, want %#04x", h, dst[i], want)
+		}
+	}
+	for n := range 50 {
+		for off := range 3 {
+			d := make([]uint16, n+1)
+			d[n] = 0xbeef
+			F16ToBF16(d[:n], src[0x3c00+off:0x3c00+off+n], nil)
+			for i := range n {
+				if want := F32ToBF16(F16ToF32(src[0x3c00+off+i])); d[i] != want {
+					t.Fatalf("n=%d off=%d: [%d] = %#04x, want %#04x", n, off, i, d[i], want)
+				}
+			}
+			if d[n] != 0xbeef {
+				t.Fatalf("n=%d: wrote past the end", n)
+			}
+		}
+	}
+}
+
 // BenchmarkDotBF16Block compares the bfloat16 block product of 64 queries
 // against 1,024 rows of d 768 with the F32 GEMM (tensor.MatMulT) of the
 // same shape, one thread: `go test -run '^$' -bench 'DotBF16|MatMulTSearch' ./tensor/`.

@@ -78,12 +78,16 @@ func (t *TopK) push(scores []float32, first int64, ids []int64) {
 		return
 	}
 	thr := t.scores[0]
-	for ; j < len(scores); j++ {
-		s := scores[j]
-		if s < thr || !(s == s) {
-			continue
+	for {
+		// Skip to the next score that can enter: ≥ the worst kept
+		// (ordered, so NaN never does), 16 compared at once where the CPU
+		// can. Most scores of a large scan stop here.
+		j += IndexAtLeast(scores[j:], thr)
+		if j == len(scores) {
+			return
 		}
-		id := idOf(j)
+		s, id := scores[j], idOf(j)
+		j++
 		if s == thr && id > t.ids[0] {
 			continue
 		}
@@ -91,6 +95,19 @@ func (t *TopK) push(scores []float32, first int64, ids []int64) {
 		t.down(0)
 		thr = t.scores[0]
 	}
+}
+
+// IndexAtLeast returns the smallest j with x[j] ≥ thr, or len(x) when
+// there is none; NaN is never ≥ anything. On AVX-512 it compares 64 values
+// a step.
+func IndexAtLeast(x []float32, thr float32) int {
+	j := indexGEBlocks(x, thr)
+	for ; j < len(x); j++ {
+		if x[j] >= thr {
+			return j
+		}
+	}
+	return len(x)
 }
 
 // Merge offers every pair kept by o.

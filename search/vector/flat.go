@@ -191,6 +191,8 @@ type preparedQueries struct {
 	bias []float32 // per query
 	base []float32 // L2: ‖q‖²
 	qb   []uint16  // qv in bfloat16 (F16 codes scored by scanBF16)
+	// left is qv packed once for the F32 GEMM (scanGEMM).
+	left tensor.PackedLeft
 }
 
 func prepareQueries(q []float32, nq, d int, enc Encoding, sq *tensor.SQ8, m Metric) preparedQueries {
@@ -245,17 +247,23 @@ func (f *Flat) search(q []float32, k int, p *SearchParams, gemm bool) ([]float32
 // searchBlock searches nq queries, writing into scores and ids.
 func (f *Flat) searchBlock(q []float32, nq, k int, p *SearchParams, gemm bool, scores []float32, ids []int64) {
 	pq := prepareQueries(q, nq, f.d, f.codes.enc, f.sq, f.metric)
-	if gemm && f.useBF16() {
-		pq.bf16Queries(f.d)
+	if gemm {
+		pq.packForGEMM(f)
 	}
 	n := f.Len()
 	workers := tensor.Workers(p.threads())
 	// Below ~4k rows per goroutine the start-up is not worth it.
 	workers = max(1, min(workers, n/4096))
 	// Chunks of rows are handed out dynamically: about 16 per worker, at
-	// least 4096 rows, a multiple of 64.
-	chunk := max(4096, (n/(16*workers)+63)&^63)
+	// least 4096 rows, a multiple of 64 (of the GEMM's tile when it runs,
+	// so that no tile is cut short at a chunk's end).
+	align := 64
+	if gemm {
+		align = gemmTileRows(f.d)
+	}
+	chunk := max(4096, (n/(16*workers)+align-1)/align*align)
 	heaps := make([][]*tensor.TopK, workers)
+	scratch := make([]gemmScratch, workers)
 	forChunks(n, chunk, workers, func(w, lo, hi int) {
 		hs := heaps[w]
 		if hs == nil {
@@ -266,7 +274,7 @@ func (f *Flat) searchBlock(q []float32, nq, k int, p *SearchParams, gemm bool, s
 			heaps[w] = hs
 		}
 		if gemm {
-			f.scanGEMM(hs, &pq, lo, hi)
+			f.scanGEMM(hs, &pq, &scratch[w], lo, hi)
 		} else {
 			f.scan(hs, &pq, lo, hi)
 		}

@@ -5,7 +5,7 @@ import "github.com/cas-engine/cas/tensor"
 // Batched flat search over F16 codes on AMX-BF16 tiles. A batch of queries
 // against F16 rows is the product S = Q·Xᵀ, as for F32 (flat_gemm.go), but
 // where the CPU has AMX-BF16 it runs on the tile unit: the queries are
-// rounded to bfloat16 once per batch, each tile of gemmTileRows stored rows
+// rounded to bfloat16 once per batch, each tile of 1,024 stored rows
 // is converted from F16 to bfloat16 (exactly through float32, then
 // rounded: 8 significant bits instead of 11) and packed as AMX's operand
 // (tensor.BF16Panels), and tensor.DotBF16Panels scores the tile against
@@ -33,20 +33,19 @@ func (p *preparedQueries) bf16Queries(d int) {
 
 // scanBF16 is scanGEMM for F16 codes: rows [lo, hi) packed a tile at a
 // time, scored against every query on AMX, offered to hs.
-func (f *Flat) scanBF16(hs []*tensor.TopK, pq *preparedQueries, lo, hi int) {
+func (f *Flat) scanBF16(hs []*tensor.TopK, pq *preparedQueries, sc *gemmScratch, lo, hi int) {
 	d, nq := f.d, pq.nq
-	rows := min(gemmTileRows, hi-lo)
-	ldo := (rows + 31) &^ 31
-	buf := make([]float32, ((nq+31)&^31)*ldo)
-	var panels tensor.BF16Panels
-	var scratch []float32
-	for r0 := lo; r0 < hi; r0 += gemmTileRows {
-		r1 := min(hi, r0+gemmTileRows)
+	const tile = 1024
+	// The buffer fits the longest tile of any chunk this worker scans.
+	ldo := (min(tile, f.Len()) + 31) &^ 31
+	sc.buf = growSlice(sc.buf[:0], ((nq+31)&^31)*ldo)
+	for r0 := lo; r0 < hi; r0 += tile {
+		r1 := min(hi, r0+tile)
 		m := r1 - r0
-		scratch = panels.PackF16(f.codes.f16[r0*d:r1*d], m, d, scratch)
-		tensor.DotBF16Panels(buf, ldo, pq.qb, nq, &panels)
+		sc.decoded = sc.panels.PackF16(f.codes.f16[r0*d:r1*d], m, d, sc.decoded)
+		tensor.DotBF16Panels(sc.buf, ldo, pq.qb, nq, &sc.panels)
 		for i := range nq {
-			f.offer(hs[i], buf[i*ldo:i*ldo+m], pq.bias[i], pq.baseOf(i), r0, r1)
+			f.offer(hs[i], sc.buf[i*ldo:i*ldo+m], pq.bias[i], pq.baseOf(i), r0, r1)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cas-engine/cas/internal/meter"
 	"github.com/cas-engine/cas/tensor"
+	"github.com/viterin/vek/vek32"
 )
 
 // KMeansInit chooses the initial centroids.
@@ -155,10 +156,8 @@ func KMeans(x []float32, d, k int, opt KMeansOptions) (*KMeansResult, error) {
 		clear(cent)
 		for i, a := range assign {
 			sizes[a]++
-			c := cent[int(a)*d : int(a+1)*d]
-			for j, v := range x[i*d : (i+1)*d] {
-				c[j] += v
-			}
+			// Element by element, so vectorised adds give the same sums.
+			vek32.Add_Inplace(cent[int(a)*d:int(a+1)*d], x[i*d:(i+1)*d])
 		}
 		for c := range k {
 			hassign[c] = float32(sizes[c])
@@ -214,22 +213,15 @@ func assignPoints(assign []int32, x, cent []float32, n, d, k int, m Metric, thre
 			tensor.MatMulT(out[:(p1-p0)*k], x[p0*d:p1*d], cent, p1-p0, k, d, 1)
 			for i := p0; i < p1; i++ {
 				row := out[(i-p0)*k : (i-p0+1)*k]
-				best, bestV := 0, float32(0)
 				if m == L2 {
-					bestV = 2*row[0] - cnorm[0]
-					for j := 1; j < k; j++ {
-						if v := 2*row[j] - cnorm[j]; v > bestV {
-							best, bestV = j, v
-						}
-					}
-				} else {
-					bestV = row[0]
-					for j := 1; j < k; j++ {
-						if row[j] > bestV {
-							best, bestV = j, row[j]
-						}
-					}
+					// 2⟨x, c⟩ − ‖c‖² (doubling is exact: one rounding).
+					vek32.MulNumber_Inplace(row, 2)
+					vek32.Sub_Inplace(row, cnorm)
 				}
+				// The first index of the largest value: its value, then
+				// the first index that reaches it (both vectorised).
+				best := tensor.IndexAtLeast(row, vek32.Max(row))
+				bestV := row[best]
 				assign[i] = int32(best)
 				if m == L2 {
 					xi := x[i*d : (i+1)*d]
