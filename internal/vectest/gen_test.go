@@ -112,7 +112,7 @@ func TestE5MixMatchesE5Statistics(t *testing.T) {
 	e5 := measureGen(t, draw(vectest.GenE5Mix), d)
 	t.Logf("e5mix: %+v", e5)
 	for _, c := range []struct {
-		name     string
+		name           string
 		got, want, tol float64
 	}{
 		{"‖mean‖", e5.mean, 0.844, 0.04},
