@@ -51,9 +51,9 @@ type ScaleOptions struct {
 	// timed on one query read from disk, without its batch and recall.
 	RAMBytes int64
 	Configs  []string
-	WorkDir string // sets are written here, one folder per size
-	Keep    bool   // keep the sets (default: removed after their size)
-	Exe     string
+	WorkDir  string // sets are written here, one folder per size
+	Keep     bool   // keep the sets (default: removed after their size)
+	Exe      string
 	// ChildArgs are the arguments before --scale-child (the subcommand
 	// path and the options the child needs).
 	ChildArgs []string
