@@ -109,20 +109,22 @@ func TestE5MixMatchesE5Statistics(t *testing.T) {
 		g.Next(x[n/2*d:])
 		return x
 	}
-	e5 := measureGen(t, draw(vectest.GenE5Mix), d)
-	t.Logf("e5mix: %+v", e5)
-	for _, c := range []struct {
-		name           string
-		got, want, tol float64
-	}{
-		{"‖mean‖", e5.mean, 0.844, 0.04},
-		{"top-1 cosine", e5.top1, 0.860, 0.04},
-		{"median cosine", e5.median, 0.711, 0.05},
-		{"top-10 in nearest list", e5.in1, 0.59, 0.10},
-		{"top-10 in 8 nearest lists", e5.in8, 0.95, 0.04},
-	} {
-		if math.Abs(c.got-c.want) > c.tol {
-			t.Errorf("e5mix %s = %.3f, want %.3f ± %.2f (the real E5 vectors')", c.name, c.got, c.want, c.tol)
+	for _, name := range []string{vectest.GenE5Mix, vectest.GenE5MixDeep} {
+		e5 := measureGen(t, draw(name), d)
+		t.Logf("%s: %+v", name, e5)
+		for _, c := range []struct {
+			name           string
+			got, want, tol float64
+		}{
+			{"‖mean‖", e5.mean, 0.844, 0.04},
+			{"top-1 cosine", e5.top1, 0.860, 0.04},
+			{"median cosine", e5.median, 0.711, 0.05},
+			{"top-10 in nearest list", e5.in1, 0.59, 0.10},
+			{"top-10 in 8 nearest lists", e5.in8, 0.95, 0.04},
+		} {
+			if math.Abs(c.got-c.want) > c.tol {
+				t.Errorf("%s %s = %.3f, want %.3f ± %.2f (the real E5 vectors')", name, c.name, c.got, c.want, c.tol)
+			}
 		}
 	}
 	lr := measureGen(t, draw(vectest.GenLowRank), d)
