@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/cas-engine/cas/bench"
+	"github.com/cas-engine/cas/internal/vectest"
 	"github.com/spf13/cobra"
 )
 
@@ -38,13 +39,15 @@ func newBenchScaleCmd() *cobra.Command {
 		opt           bench.ScaleOptions
 		sizes         []string
 		child, setDir string
+		ramGiB        float64
 	)
 	cmd := &cobra.Command{
 		Use:   "scale [--sizes 1M,2M,4M,8M] [--work DIR]",
 		Short: "Cost growth of each vector index configuration with N, projected to 21M",
-		Long: `For each --sizes N, write a synthetic low-rank set of N × --dim unit vectors as
-a FAISS IndexFlatIP file with a matching corpus JSONL (streamed, bounded
-memory), then for each configuration — flat-f32 (the FAISS file in place),
+		Long: `For each --sizes N, write a synthetic set of N × --dim unit vectors (--gen
+e5mix: fitted to real E5 passage vectors; lowrank: the rank --rank Gaussian of
+earlier runs) as a FAISS IndexFlatIP file with a matching corpus JSONL
+(streamed, bounded memory), then for each configuration — flat-f32 (the FAISS file in place),
 flat-f16, flat-sq8, ivf-sq8, ivfpq-rerank — build it the way ` + "`cas index import`" + `
 does (search/vector's streamed conversion; the encoder plays no part in a
 vectors-only measurement) in a child process of this binary, and measure the
@@ -53,18 +56,38 @@ latency, batch q/s and recall@10 against exact search. Prints the Markdown
 table, a projection of every figure to 21M from least-squares fits, and
 whether each configuration fits a 24 GB / 2-core and a 64 GB / 32-core
 machine, with the retrieval time of a GRPO step (512 prompts × 5 searches).
-The sets need N·d·4 bytes of disk each; they are removed after their size
-unless --keep.`,
+--nprobe and --rerank take lists (a sweep over one built index, one row
+each); --pq a list of code sizes (one IVF-PQ build each). A flat index larger
+than the available memory is timed on one query read from disk, without its
+batch and recall. The sets need N·d·4 bytes of disk each; they are removed
+after their size unless --keep, and each configuration's files as soon as it
+is measured.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			opt.RAMBytes = int64(ramGiB * (1 << 30))
 			if child != "" {
-				row, err := bench.ScaleChild(ctx, setDir, child, opt)
+				rows, err := bench.ScaleChild(ctx, setDir, child, opt)
 				if err != nil {
 					return err
 				}
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(row)
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(rows)
+			}
+			if !slices.Contains(vectest.Gens, opt.Gen) {
+				return fmt.Errorf("--gen: unknown generator %q (want %s)", opt.Gen, strings.Join(vectest.Gens, " or "))
+			}
+			for name, l := range map[string][]int{"--nprobe": opt.NProbes, "--pq": opt.PQs, "--rerank": opt.Reranks} {
+				for _, v := range l {
+					if v <= 0 {
+						return fmt.Errorf("%s: %d is not a positive count", name, v)
+					}
+				}
+			}
+			for _, m := range opt.PQs {
+				if opt.Dim%m != 0 {
+					return fmt.Errorf("--pq: %d does not divide --dim %d", m, opt.Dim)
+				}
 			}
 			for _, s := range sizes {
 				for _, part := range strings.Split(s, ",") {
@@ -95,8 +118,8 @@ unless --keep.`,
 			}
 			opt.WorkDir, opt.Exe, opt.Log = work, exe, progressOut(cmd.ErrOrStderr())
 			opt.ChildArgs = []string{"bench", "scale", "--dim", fmt.Sprint(opt.Dim),
-				"--threads", fmt.Sprint(opt.Threads), "--nlist", fmt.Sprint(opt.NList), "--nprobe", fmt.Sprint(opt.NProbe),
-				"--pq", fmt.Sprint(opt.PQ), "--rerank", fmt.Sprint(opt.Rerank),
+				"--threads", fmt.Sprint(opt.Threads), "--nlist", fmt.Sprint(opt.NList), "--nprobe", intList(opt.NProbes),
+				"--rerank", intList(opt.Reranks), "--ram-gib", fmt.Sprint(ramGiB),
 				"--recall-queries", fmt.Sprint(opt.Recall), "--batch", fmt.Sprint(opt.Batch)}
 			rep, err := bench.RunScale(ctx, opt)
 			if err != nil {
@@ -109,14 +132,16 @@ unless --keep.`,
 	f := cmd.Flags()
 	f.StringSliceVar(&sizes, "sizes", []string{"1M", "2M", "4M", "8M"}, "row counts (k and M suffixes)")
 	f.IntVar(&opt.Dim, "dim", 768, "vector dimension")
-	f.IntVar(&opt.Rank, "rank", 64, "latent rank of the synthetic vectors")
+	f.StringVar(&opt.Gen, "gen", vectest.GenE5Mix, "synthetic vectors: e5mix (fitted to real E5 passage vectors) or lowrank (rank --rank Gaussian, no clusters)")
+	f.IntVar(&opt.Rank, "rank", 64, "latent rank of the lowrank generator")
 	f.IntVar(&opt.Recall, "recall-queries", 200, "queries for recall@10 and single-query latency")
 	f.IntVar(&opt.Batch, "batch", bench.GRPOStepQueries, "queries in the timed batch (default: one GRPO step, 512 × 5)")
 	f.IntVar(&opt.Threads, "threads", 0, "search and conversion threads (0: all cores)")
 	f.IntVar(&opt.NList, "nlist", 0, "IVF lists (0: √N rounded to a power of two)")
-	f.IntVar(&opt.NProbe, "nprobe", 64, "IVF lists searched per query")
-	f.IntVar(&opt.PQ, "pq", 64, "IVF-PQ bytes per vector (must divide --dim)")
-	f.IntVar(&opt.Rerank, "rerank", 100, "IVF-PQ candidates re-ranked exactly")
+	f.IntSliceVar(&opt.NProbes, "nprobe", []int{bench.ScaleNProbe}, "IVF lists searched per query (a list sweeps them on one build)")
+	f.IntSliceVar(&opt.PQs, "pq", []int{bench.ScalePQ}, "IVF-PQ bytes per vector, dividing --dim (a list builds each)")
+	f.IntSliceVar(&opt.Reranks, "rerank", []int{bench.ScaleRerank}, "IVF-PQ candidates re-ranked exactly (a list sweeps them on one build)")
+	f.Float64Var(&ramGiB, "ram-gib", 0, "memory a flat index must fit in to be searched in full (0: MemAvailable)")
 	f.StringSliceVar(&opt.Configs, "configs", nil, "configurations (default all: "+strings.Join(bench.ScaleConfigs, ",")+")")
 	f.StringVar(&opt.WorkDir, "work", "", "folder for the sets (default: a new cas-scale-* folder here, removed at the end)")
 	f.BoolVar(&opt.Keep, "keep", false, "keep the sets and the work folder")
@@ -125,4 +150,13 @@ unless --keep.`,
 	f.MarkHidden("scale-child")
 	f.MarkHidden("scale-set")
 	return cmd
+}
+
+// intList writes a list flag's value (1,2,3).
+func intList(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ",")
 }

@@ -33,7 +33,7 @@ func TestBenchScaleCommand(t *testing.T) {
 		}
 	}
 	for _, n := range []string{"2k", "4k"} {
-		for _, c := range []string{"flat-f32", "flat-f16", "flat-sq8", "ivf-sq8", "ivfpq-rerank"} {
+		for _, c := range []string{"flat-f32", "flat-f16", "flat-sq8", "ivf-sq8 (nprobe 8)", "ivfpq-rerank (nprobe 8, PQ8, re-rank 40)"} {
 			f, ok := rows[n+" "+c]
 			if !ok {
 				t.Fatalf("no row for %s %s in:\n%s", n, c, out)
@@ -56,7 +56,7 @@ func TestBenchScaleCommand(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"#### Projection to 21M", "| flat-f32 |", "24 GB / 2-core", "64 GB / 32-core", "GRPO step (2560 q)"} {
+	for _, want := range []string{"#### Projection to 21M", "| flat-f32 |", "24 GB / 2-core", "64 GB / 32-core", "GRPO step (2560 q)", "vectest.E5MixGen"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("output lacks %q:\n%s", want, out)
 		}
@@ -67,5 +67,49 @@ func TestBenchScaleCommand(t *testing.T) {
 	code, _, errOut = runCasBin(t, dir, time.Minute, "bench", "scale", "--sizes", "2x")
 	if code == 0 || !strings.Contains(errOut, `--sizes: "2x"`) {
 		t.Fatalf("bad --sizes: exit %d, stderr %s", code, errOut)
+	}
+	for _, bad := range [][]string{{"--gen", "nope"}, {"--pq", "7"}, {"--rerank", "0"}} {
+		code, _, errOut = runCasBin(t, dir, time.Minute, append([]string{"bench", "scale", "--sizes", "2k", "--dim", "64"}, bad...)...)
+		if code == 0 || !strings.Contains(errOut, bad[0]) {
+			t.Fatalf("%v: exit %d, stderr %s", bad, code, errOut)
+		}
+	}
+}
+
+// TestBenchScaleSweepAndDisk: --nprobe and --rerank lists give one row
+// per setting from one IVF-PQ build, recall grows with them, the old
+// low-rank generator is still selectable, and a flat index larger than
+// --ram-gib is timed on one query from disk instead of its batch and
+// recall.
+func TestBenchScaleSweepAndDisk(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errOut := runCasBin(t, dir, 2*time.Minute, "bench", "scale", "--sizes", "3k", "--gen", "lowrank",
+		"--dim", "64", "--rank", "8", "--pq", "16", "--rerank", "10,60", "--nprobe", "2,16", "--configs", "flat-f32,ivfpq-rerank",
+		"--batch", "64", "--recall-queries", "20", "--threads", "2", "--ram-gib", "0.0001")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	rec := map[string]float64{}
+	var disk string
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Split(strings.Trim(line, "| "), " | ")
+		if len(f) != 9 || f[0] != "3k" {
+			continue
+		}
+		if f[1] == "flat-f32" {
+			disk = line
+			continue
+		}
+		rec[f[1]], _ = strconv.ParseFloat(f[8], 64)
+	}
+	if !strings.Contains(disk, "exceeds RAM:") || !strings.Contains(disk, "| — | — |") {
+		t.Fatalf("flat-f32 over --ram-gib: %q", disk)
+	}
+	lo, hi := rec["ivfpq-rerank (nprobe 2, PQ16, re-rank 10)"], rec["ivfpq-rerank (nprobe 16, PQ16, re-rank 60)"]
+	if len(rec) != 4 || hi < lo+0.1 || hi < 0.8 {
+		t.Fatalf("sweep rows %v: want 4, recall rising from (2, 10) to (16, 60) by ≥ 0.1 to ≥ 0.8\n%s", rec, out)
+	}
+	if !strings.Contains(out, "vectest.LowRankGen") {
+		t.Fatalf("the table does not say which set it measured:\n%s", out)
 	}
 }

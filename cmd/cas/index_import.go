@@ -56,8 +56,8 @@ vector); the FAISS file is then no longer needed by the folder.
 residual of each vector to its list centroid in M bytes, M dividing the
 dimension; E5's 768: 48, 64, 96, …), M bytes per passage instead of 4·d;
 --rerank R re-scores each query's best R candidates exactly from the FAISS
-file, which the folder then keeps memory-mapped (only the candidates' pages
-are read).`,
+file, which the folder keeps referring to (only the candidates' rows are
+read, by pread, so the server's resident memory is the codes, not the file).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runIndexImport(cmd, &f) },
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 
 	"github.com/cas-engine/cas/internal/relpath"
 	"github.com/cas-engine/cas/tensor"
@@ -42,10 +43,15 @@ type IVFPQOptions struct {
 // where ⟨q, c_l⟩ is the coarse quantizer's score (FAISS's dis0).
 //
 // With a refine source (SetRefine: the F32 vectors, row = id, normally the
-// memory-mapped FAISS flat file the index was converted from), a search
-// keeps the best max(k, rerank) ADC candidates per query and re-scores
-// them exactly, as FAISS's IndexRefineFlat does: the codes select, the
-// original vectors rank.
+// FAISS flat file the index was converted from), a search keeps the best
+// max(k, rerank) ADC candidates per query and re-scores them exactly, as
+// FAISS's IndexRefineFlat does: the codes select, the original vectors
+// rank. An opened index reads those rows with pread (rowFile), not through
+// the file's memory map: the kernel's page cache keeps what it likes, but
+// none of it counts in the process's resident set, which stays the codes,
+// ids and centroids however many rows the re-rank has touched (through a
+// map, fault-around brings in 64 KB per row read, and a 65 GB file's pages
+// would pile up in RSS).
 type IVFPQ struct {
 	d, nlist   int
 	metric     Metric
@@ -57,6 +63,7 @@ type IVFPQ struct {
 	ntotal     int
 	refine     *Flat
 	refinePath string
+	rows       *rowFile // where set, the re-rank reads refine's rows from the file
 	kmeans     KMeansOptions
 	progress   io.Writer
 	closer     func() error
@@ -142,6 +149,7 @@ func (ix *IVFPQ) Refine() *Flat { return ix.refine }
 // the saved index attaches it again. The index takes ownership of f (Close
 // closes it).
 func (ix *IVFPQ) SetRefine(f *Flat, path string) error {
+	ix.closeRows()
 	if f == nil {
 		ix.refine, ix.refinePath = nil, ""
 		return nil
@@ -173,9 +181,11 @@ func (ix *IVFPQ) String() string {
 // Close releases the memory maps of an opened index and of its refine
 // source.
 func (ix *IVFPQ) Close() error {
-	var err error
+	err := ix.closeRows()
 	if ix.refine != nil {
-		err = ix.refine.Close()
+		if cerr := ix.refine.Close(); err == nil {
+			err = cerr
+		}
 		ix.refine = nil
 	}
 	if ix.closer != nil {
@@ -195,7 +205,7 @@ const pqEncoding = "pq8"
 // to dir, the index file's folder) and attaches it.
 func (ix *IVFPQ) openRefine(dir string) error {
 	path := relpath.Resolve(dir, ix.refinePath)
-	src, err := OpenIndex(path, nil)
+	src, b, err := openMapped(path, nil)
 	if err != nil {
 		return fmt.Errorf("re-rank vectors: %w", err)
 	}
@@ -208,7 +218,40 @@ func (ix *IVFPQ) openRefine(dir string) error {
 		f.Close()
 		return fmt.Errorf("re-rank vectors %s: %w", path, err)
 	}
+	if off, ok := offsetIn(b, f.codes.f32); ok && littleEndian {
+		fh, err := os.Open(path)
+		if err != nil {
+			ix.Close()
+			return fmt.Errorf("re-rank vectors: %w", err)
+		}
+		ix.rows = &rowFile{f: fh, off: off, d: ix.d}
+	}
 	return nil
+}
+
+// rowFile reads float32 rows of d components from a file at byte offset
+// off (row i at off + 4·d·i), by pread: the re-rank's reader.
+type rowFile struct {
+	f   *os.File
+	off int64
+	d   int
+}
+
+// read fills dst (d floats) with row i.
+func (r *rowFile) read(dst []float32, i int64) error {
+	if _, err := r.f.ReadAt(bytesOf(dst), r.off+4*int64(r.d)*i); err != nil {
+		return fmt.Errorf("re-rank: row %d of %s: %w", i, r.f.Name(), err)
+	}
+	return nil
+}
+
+func (ix *IVFPQ) closeRows() error {
+	if ix.rows == nil {
+		return nil
+	}
+	err := ix.rows.f.Close()
+	ix.rows = nil
+	return err
 }
 
 // pqTrainSample caps the residuals the codebooks learn from (FAISS's PQ
@@ -313,6 +356,7 @@ func (ix *IVFPQ) Add(ids []int64, x []float32) error {
 		}
 	}
 	ix.ntotal += n
+	ix.closeRows()
 	if ix.refine != nil {
 		ix.refine.Close()
 		ix.refine, ix.refinePath = nil, ""
@@ -346,7 +390,12 @@ func (ix *IVFPQ) Search(q []float32, k int, p *SearchParams) ([]float32, []int64
 	if rerank > 0 {
 		kc = max(k, rerank)
 	}
-	forChunks(nq, 4, min(threads, nq), func(_, lo, hi int) {
+	workers := min(threads, nq)
+	errs := make([]error, workers)
+	forChunks(nq, 4, workers, func(w, lo, hi int) {
+		if errs[w] != nil {
+			return
+		}
 		tab := make([]float32, m*pqK)
 		res := make([]float32, d)
 		var out []float32
@@ -393,19 +442,25 @@ func (ix *IVFPQ) Search(q []float32, k int, p *SearchParams) ([]float32, []int64
 				candS = growFloats(candS, top.Len())
 				c := top.Sorted(candS, cand)
 				final.Reset()
-				ix.rescore(final, qi, cand[:c], candS[:c])
+				if errs[w] = ix.rescore(final, qi, cand[:c], candS[:c], res); errs[w] != nil {
+					return
+				}
 				sel = final
 			}
 			writeResults(ix.metric, sel, scores[i*k:(i+1)*k], ids[i*k:(i+1)*k])
 		}
 	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, nil, fmt.Errorf("search: %w", err)
+	}
 	return scores, ids, nil
 }
 
 // rescore pushes the exact keys of the candidate ids into top (⟨q, x⟩, or
-// −‖q − x‖²), reading the vectors from the refine source; keys is scratch
-// of the candidates' length.
-func (ix *IVFPQ) rescore(top *tensor.TopK, q []float32, ids []int64, keys []float32) {
+// −‖q − x‖²), reading the vectors from the refine source (by pread where
+// the index has a rowFile); keys is scratch of the candidates' length, row
+// of d floats.
+func (ix *IVFPQ) rescore(top *tensor.TopK, q []float32, ids []int64, keys, row []float32) error {
 	d := ix.d
 	rows := ix.refine.codes.f32
 	n := int64(ix.refine.Len())
@@ -414,7 +469,15 @@ func (ix *IVFPQ) rescore(top *tensor.TopK, q []float32, ids []int64, keys []floa
 			keys[j] = float32(math.NaN()) // ignored by the selection
 			continue
 		}
-		x := rows[int(id)*d : int(id+1)*d]
+		var x []float32
+		if ix.rows != nil {
+			if err := ix.rows.read(row, id); err != nil {
+				return err
+			}
+			x = row
+		} else {
+			x = rows[int(id)*d : int(id+1)*d]
+		}
 		if ix.metric == InnerProduct {
 			keys[j] = tensor.Dot(q, x)
 		} else {
@@ -427,6 +490,7 @@ func (ix *IVFPQ) rescore(top *tensor.TopK, q []float32, ids []int64, keys []floa
 		}
 	}
 	top.PushIDs(keys, ids)
+	return nil
 }
 
 func growIDs(s []int64, n int) []int64 {

@@ -131,8 +131,8 @@ func TestIVFPQErrors(t *testing.T) {
 // cas file records the source (absolute outside the index folder,
 // relative inside it, so the folder can move) and opening the file
 // re-attaches it, so the
-// re-ranked results survive the round trip; a missing source is an error
-// that names it.
+// re-ranked results survive the round trip, read by pread; a missing or
+// truncated source is an error that names it.
 func TestIVFPQRefineSaved(t *testing.T) {
 	x, q := vectest.LowRankPair(2000, 10, 16, 4, 9)
 	work := t.TempDir()
@@ -179,6 +179,19 @@ func TestIVFPQRefineSaved(t *testing.T) {
 		}
 		s2, i2, _ := back.Search(q, 10, &SearchParams{NProbe: 4})
 		vectest.SameResults(t, "reopened", s1, i1, s2, i2)
+		if back.(*IVFPQ).rows == nil {
+			t.Errorf("inside %v: the reopened index re-ranks through the memory map, want pread", inside)
+		}
+		if inside {
+			// pread turns a source cut short under a running index into a
+			// search error (a memory map would fault).
+			if err := os.Truncate(src, 200); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := back.Search(q, 10, &SearchParams{NProbe: 4}); err == nil || !strings.Contains(err.Error(), "flat.faiss") {
+				t.Errorf("truncated refine source: %v", err)
+			}
+		}
 		back.Close()
 		ix.Close()
 		os.Remove(src)

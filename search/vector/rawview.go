@@ -45,3 +45,17 @@ func viewAs[T float32 | uint16 | uint8 | int64 | uint64](b []byte) []T {
 	s := unsafe.Slice((*T)(unsafe.Pointer(&b[0])), n)
 	return s[:n:n]
 }
+
+// offsetIn returns the byte offset of x's first element inside b, and
+// false when x does not lie wholly inside b (a copied view).
+func offsetIn(b []byte, x []float32) (int64, bool) {
+	if len(b) == 0 || len(x) == 0 {
+		return 0, false
+	}
+	base := uintptr(unsafe.Pointer(&b[0]))
+	p := uintptr(unsafe.Pointer(&x[0]))
+	if p < base || p+uintptr(4*len(x)) > base+uintptr(len(b)) {
+		return 0, false
+	}
+	return int64(p - base), true
+}

@@ -266,9 +266,25 @@ func OpenIndex(path string, opt *IndexLoadOptions) (Index, error) {
 	if !littleEndian {
 		return nil, fmt.Errorf("open index %s: index files are little-endian; big-endian hosts are not supported", path)
 	}
+	ix, _, err := openMapped(path, opt)
+	if err != nil {
+		return nil, err
+	}
+	if v, ok := ix.(*IVFPQ); ok && v.refinePath != "" {
+		if err := v.openRefine(filepath.Dir(path)); err != nil {
+			ix.Close()
+			return nil, fmt.Errorf("open index %s: %w", path, err)
+		}
+	}
+	return ix, nil
+}
+
+// openMapped maps the index file at path and decodes it in place; it
+// returns the index (whose Close unmaps the file) and the mapped bytes.
+func openMapped(path string, opt *IndexLoadOptions) (Index, []byte, error) {
 	b, release, err := mapFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("open index: %w", err)
+		return nil, nil, fmt.Errorf("open index: %w", err)
 	}
 	var ix Index
 	switch {
@@ -281,16 +297,10 @@ func OpenIndex(path string, opt *IndexLoadOptions) (Index, error) {
 	}
 	if err != nil {
 		release()
-		return nil, fmt.Errorf("open index %s: %w", path, err)
+		return nil, nil, fmt.Errorf("open index %s: %w", path, err)
 	}
 	setCloser(ix, release)
-	if v, ok := ix.(*IVFPQ); ok && v.refinePath != "" {
-		if err := v.openRefine(filepath.Dir(path)); err != nil {
-			ix.Close()
-			return nil, fmt.Errorf("open index %s: %w", path, err)
-		}
-	}
-	return ix, nil
+	return ix, b, nil
 }
 
 func setCloser(ix Index, c func() error) {
