@@ -1,0 +1,176 @@
+package tensor
+
+import (
+	"fmt"
+	"sync"
+)
+
+// Matrix-vector products (GEMV) of batch-1 decoding: one activation row x
+// against a weight matrix W in the [out, in] layout of a Hugging Face
+// linear layer (each output's K weights contiguous, rows ldw apart),
+//
+//	y[j] (+)= Σ_{p<K} x[p] · W[j·ldw + p],   j < N,
+//
+// with W in float32 (GemvT) or bfloat16 bit patterns (GemvTBF16, each
+// weight widened to float32 in a register as it is read: exact, so the
+// float32 products and sums are those of GemvT over the converted matrix,
+// from half the bytes).
+//
+// Every weight is read once and used once, so the product runs at the speed
+// the weights arrive from memory (the streaming bound of a decode step),
+// not at the FMA rate. The AVX-512 kernels take 8 rows at a time, one
+// 16-lane accumulator each, and prefetch the same lines of the next 8 rows
+// while they read these, so the memory system always has the next block in
+// flight; rows are split over workers in contiguous ranges (both cores of a
+// small machine stream at once).
+//
+// Order of the sums: for j below N rounded down to 8, lane l of y[j]'s
+// accumulator adds the terms p ≡ l (mod 16) of the first K rounded down to
+// 16 in order, the lanes are folded as the GEMM's dot kernels fold them, and
+// the last K mod 16 terms are added one by one; the last N mod 8 rows are
+// Dot of the (converted) row. These are exactly the operations of Gemm's
+// small-M dot path (M ≤ 16, k-contiguous operands), so for K ≥ 16 GemvT
+// and Gemm give bit-identical results and decoding through either yields
+// the same logits. Without AVX-512 (or off amd64) each row is Dot of the
+// (converted) row.
+
+// gemvKernelSet holds the 8-row kernels: out[j] = Σ_{p<k} x[p]·w[j·ldw+p]
+// for j < 8 (k a positive multiple of 16), prefetching pf bytes ahead of
+// each row.
+type gemvKernelSet struct {
+	name string
+	f32  func(k int, x, w []float32, ldw, pf int, out *[8]float32)
+	bf16 func(k int, x []float32, w []uint16, ldw, pf int, out *[8]float32)
+}
+
+var gemvKernels = gemvAsm()
+
+// GemvKernelName names the GEMV kernels this CPU runs ("go" without them).
+func GemvKernelName() string {
+	if gemvKernels == nil {
+		return "go"
+	}
+	return gemvKernels.name
+}
+
+// gemvSerialBytes is the weight size below which one goroutine does the
+// whole product (starting a second costs about a microsecond, the time to
+// stream ≈ 16 KiB).
+const gemvSerialBytes = 96 << 10
+
+// GemvT computes y[j] (+)= Σ_{p<k} x[p] · w[j·ldw + p] for j < n (see
+// above); with acc the products are added to y. workers ≤ 0 means
+// GOMAXPROCS. It panics if a slice is too short (a programmer error).
+func GemvT(y, x, w []float32, n, k, ldw int, acc bool, workers int) {
+	gemvCheck("GemvT", len(y), len(x), len(w), n, k, ldw)
+	gemvSplit(n, k*4, workers, func(lo, hi int) { gemvRowsF32(gemvKernels, y, x, w, lo, hi, k, ldw, acc) })
+}
+
+// GemvTBF16 is GemvT with bfloat16 weights (bit patterns, the high half of
+// a float32), converted exactly as they are read.
+func GemvTBF16(y, x []float32, w []uint16, n, k, ldw int, acc bool, workers int) {
+	gemvCheck("GemvTBF16", len(y), len(x), len(w), n, k, ldw)
+	gemvSplit(n, k*2, workers, func(lo, hi int) { gemvRowsBF16(gemvKernels, y, x, w, lo, hi, k, ldw, acc) })
+}
+
+func gemvCheck(what string, ny, nx, nw, n, k, ldw int) {
+	if n < 0 || k < 0 || ldw < k {
+		panic(fmt.Sprintf("tensor.%s: n=%d k=%d ldw=%d", what, n, k, ldw))
+	}
+	if n == 0 {
+		return
+	}
+	if ny < n || nx < k || nw < (n-1)*ldw+k {
+		panic(fmt.Sprintf("tensor.%s: y %d, x %d, w %d too short for n=%d k=%d ldw=%d", what, ny, nx, nw, n, k, ldw))
+	}
+}
+
+// gemvSplit runs rows [0, n) as contiguous ranges whose inner boundaries
+// are multiples of 8, one per worker, the last on the calling goroutine.
+func gemvSplit(n, rowBytes, workers int, rows func(lo, hi int)) {
+	if n == 0 {
+		return
+	}
+	w := min(Workers(workers), (n+7)/8)
+	if n*rowBytes < gemvSerialBytes {
+		w = 1
+	}
+	if w <= 1 {
+		rows(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	for part := range w - 1 {
+		lo, hi := splitRange(n, w, part, 8)
+		wg.Go(func() { rows(lo, hi) })
+	}
+	lo, hi := splitRange(n, w, w-1, 8)
+	rows(lo, hi)
+	wg.Wait()
+}
+
+// gemvPut stores (or with acc adds) v at *dst.
+func gemvPut(dst *float32, v float32, acc bool) {
+	if acc {
+		*dst += v
+	} else {
+		*dst = v
+	}
+}
+
+// gemvRowsF32 computes rows [lo, hi) of GemvT with the kernels of ks
+// (nil: Dot per row).
+func gemvRowsF32(ks *gemvKernelSet, y, x, w []float32, lo, hi, k, ldw int, acc bool) {
+	x = x[:k]
+	j := lo
+	if ka := k &^ 15; ks != nil && ka > 0 {
+		var t [8]float32
+		pf := 8 * ldw * 4
+		for ; j+8 <= hi; j += 8 {
+			wj := w[j*ldw:]
+			ks.f32(ka, x, wj, ldw, pf, &t)
+			for r := range 8 {
+				gemvPut(&y[j+r], t[r]+tailDotGemm(x[ka:], wj[r*ldw+ka:]), acc)
+			}
+		}
+	}
+	for ; j < hi; j++ {
+		gemvPut(&y[j], Dot(x, w[j*ldw:j*ldw+k]), acc)
+	}
+}
+
+// gemvRowsBF16 computes rows [lo, hi) of GemvTBF16 with the kernels of ks
+// (nil: Dot of each converted row).
+func gemvRowsBF16(ks *gemvKernelSet, y, x []float32, w []uint16, lo, hi, k, ldw int, acc bool) {
+	x = x[:k]
+	j := lo
+	if ka := k &^ 15; ks != nil && ka > 0 {
+		var t [8]float32
+		pf := 8 * ldw * 2
+		for ; j+8 <= hi; j += 8 {
+			wj := w[j*ldw:]
+			ks.bf16(ka, x, wj, ldw, pf, &t)
+			for r := range 8 {
+				gemvPut(&y[j+r], t[r]+tailDotBF16(x[ka:], wj[r*ldw+ka:]), acc)
+			}
+		}
+	}
+	if j == hi {
+		return
+	}
+	row := make([]float32, k)
+	for ; j < hi; j++ {
+		DecodeBF16(row, w[j*ldw:j*ldw+k])
+		gemvPut(&y[j], Dot(x, row), acc)
+	}
+}
+
+// tailDotBF16 returns Σ x[p]·f32(w[p]) over len(x) terms, in order.
+func tailDotBF16(x []float32, w []uint16) float32 {
+	var s float32
+	w = w[:len(x)]
+	for p, v := range x {
+		s += v * BF16ToF32(w[p])
+	}
+	return s
+}
