@@ -121,6 +121,9 @@ type Options struct {
 	// a profiling gocpu backend ("gocpu:profile") and reports the time per
 	// op kind (ModelRow.TrainProfile, DecodeProfile).
 	Profile bool
+	// DecodeOnly measures only batch-1 decoding against the streaming
+	// bound (see RunDecode); Profile then profiles decoding alone.
+	DecodeOnly bool
 	// Log receives the progress bar and notes (nil: silent).
 	Log io.Writer
 }
@@ -176,6 +179,9 @@ type Report struct {
 	// over an array larger than the caches: decoding's streaming bound.
 	StreamBps float64
 	Models    []ModelRow
+	// DecodeOnly: only StreamBps and the models' decode figures were
+	// measured (Options.DecodeOnly).
+	DecodeOnly bool `json:",omitempty"`
 }
 
 // GEMMRow is one matrix product measurement.
@@ -240,6 +246,9 @@ func Run(opt Options) (*Report, error) {
 		Date: time.Now(), CPU: cpuModel(), Threads: opt.Threads, GoVersion: runtime.Version(),
 		Kernels: tensor.GemmKernelName(), LoadBefore: loadAverage(),
 	}
+	if opt.DecodeOnly {
+		return r, runDecode(&opt, r)
+	}
 	total := 2 + len(opt.Sizes) + len(decodeShapes) + 2 + len(opt.Models)*4
 	bar := progressbar.NewOptions(total, progressbar.OptionSetWriter(opt.Log), progressbar.OptionSetDescription("bench cpu"),
 		progressbar.OptionShowCount(), progressbar.OptionClearOnFinish())
@@ -303,6 +312,56 @@ func Run(opt Options) (*Report, error) {
 	}
 	r.LoadAfter = loadAverage()
 	return r, nil
+}
+
+// runDecode is Run's decode section alone: the read bandwidth, then for
+// each model batch-1 decoding on gocpu with float32 and with bfloat16
+// weights, the two alternated three times (best of each), then the
+// bandwidth again (the bound uses the higher, the stricter, of the two
+// bandwidth measurements: other processes slow both alike).
+func runDecode(opt *Options, r *Report) error {
+	r.DecodeOnly = true
+	r.Kernels += ", GEMV " + tensor.GemvKernelName()
+	r.StreamBps = measureStream(opt.Threads, opt.MinTime)
+	fast, err := backend.NewWithConfig(gocpu.BackendName)
+	if err != nil {
+		return err
+	}
+	defer fast.Finalize()
+	for _, ms := range opt.Models {
+		row := ModelRow{Name: ms.Name, Params: ms.Config.NumParameters(), DecodeBytes: StreamedBytes(ms.Config, 4)}
+		m32, err := qwen.NewRandom(ms.Config, fast, 1)
+		if err != nil {
+			return fmt.Errorf("model %s: %w", ms.Name, err)
+		}
+		m16, err := NewBF16WeightModel(ms.Config, fast, 1)
+		if err != nil {
+			return fmt.Errorf("model %s, bf16 weights: %w", ms.Name, err)
+		}
+		for range 3 {
+			tps, err := DecodeSpeed(m32, 1, 64, opt.DecodeTokens)
+			if err != nil {
+				return fmt.Errorf("model %s: decode: %w", ms.Name, err)
+			}
+			row.Fast.DecodeTokS = max(row.Fast.DecodeTokS, tps)
+			if tps, err = DecodeSpeed(m16, 1, 64, opt.DecodeTokens); err != nil {
+				return fmt.Errorf("model %s, bf16 weights: decode: %w", ms.Name, err)
+			}
+			row.Fast.DecodeBF16TokS = max(row.Fast.DecodeBF16TokS, tps)
+		}
+		if opt.Profile {
+			if err := profileModel(ms.Config, opt, &row); err != nil {
+				return fmt.Errorf("model %s: profile: %w", ms.Name, err)
+			}
+		}
+		if opt.Log != nil {
+			fmt.Fprintf(opt.Log, "bench cpu: %s decode %.1f tok/s (bf16 weights %.1f)\n", ms.Name, row.Fast.DecodeTokS, row.Fast.DecodeBF16TokS)
+		}
+		r.Models = append(r.Models, row)
+	}
+	r.StreamBps = max(r.StreamBps, measureStream(opt.Threads, opt.MinTime))
+	r.LoadAfter = loadAverage()
+	return nil
 }
 
 // decodeShapes are (M, N, K) products of decoding: Qwen2.5-0.5B's MLP

@@ -75,8 +75,8 @@ func measureStream(threads int, minTime time.Duration) float64 {
 	return 4 * n / d.Seconds()
 }
 
-// profileModel runs one training step and one decode of a random model of
-// cfg on a profiling gocpu backend, each after a warm-up (compilation), and
+// profileModel runs one training step (not with opt.DecodeOnly) and one
+// decode of a random model of cfg on a profiling gocpu backend, each after a warm-up (compilation), and
 // records the time per op kind in row.
 func profileModel(cfg *qwen.Config, opt *Options, row *ModelRow) error {
 	be, err := backend.NewWithConfig(gocpu.BackendName + ":profile")
@@ -96,18 +96,20 @@ func profileModel(cfg *qwen.Config, opt *Options, row *ModelRow) error {
 	for i := range ids {
 		ids[i] = int32((i*7919 + 13) % cfg.VocabSize)
 	}
-	tr, err := NewTrainer(m, 1e-4)
-	if err != nil {
-		return err
+	if !opt.DecodeOnly {
+		tr, err := NewTrainer(m, 1e-4)
+		if err != nil {
+			return err
+		}
+		if _, err := tr.Step(ids, opt.Batch, opt.SeqLen); err != nil {
+			return fmt.Errorf("train step: %w", err)
+		}
+		prof.Profile(true)
+		if _, err := tr.Step(ids, opt.Batch, opt.SeqLen); err != nil {
+			return fmt.Errorf("train step: %w", err)
+		}
+		row.TrainProfile = prof.Profile(true)
 	}
-	if _, err := tr.Step(ids, opt.Batch, opt.SeqLen); err != nil {
-		return fmt.Errorf("train step: %w", err)
-	}
-	prof.Profile(true)
-	if _, err := tr.Step(ids, opt.Batch, opt.SeqLen); err != nil {
-		return fmt.Errorf("train step: %w", err)
-	}
-	row.TrainProfile = prof.Profile(true)
 	if _, err := decodeSpeed(m, 1, 64, opt.DecodeTokens, func() { prof.Profile(true) }); err != nil {
 		return fmt.Errorf("decode: %w", err)
 	}
