@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // Matrix-vector products (GEMV) of batch-1 decoding: one activation row x
@@ -21,8 +22,8 @@ import (
 // not at the FMA rate. The AVX-512 kernels take 8 rows at a time, one
 // 16-lane accumulator each, and prefetch the same lines of the next 8 rows
 // while they read these, so the memory system always has the next block in
-// flight; rows are split over workers in contiguous ranges (both cores of a
-// small machine stream at once).
+// flight; rows are split into chunks of about 128 KiB of weights that the
+// workers take in turn (both cores of a small machine stream at once).
 //
 // Order of the sums: for j below N rounded down to 8, lane l of y[j]'s
 // accumulator adds the terms p ≡ l (mod 16) of the first K rounded down to
@@ -85,13 +86,17 @@ func gemvCheck(what string, ny, nx, nw, n, k, ldw int) {
 	}
 }
 
-// gemvSplit runs rows [0, n) as contiguous ranges whose inner boundaries
-// are multiples of 8, one per worker, the last on the calling goroutine.
+// gemvSplit runs rows [0, n) in chunks of a multiple of 8 rows (about
+// gemvChunkBytes of weights each) taken in turn by up to workers
+// goroutines, the calling one among them: a core slowed down by another
+// process takes fewer chunks instead of holding the others up at the end.
 func gemvSplit(n, rowBytes, workers int, rows func(lo, hi int)) {
 	if n == 0 {
 		return
 	}
-	w := min(Workers(workers), (n+7)/8)
+	chunk := max(8, gemvChunkBytes/max(rowBytes, 1)&^7)
+	chunks := (n + chunk - 1) / chunk
+	w := min(Workers(workers), chunks)
 	if n*rowBytes < gemvSerialBytes {
 		w = 1
 	}
@@ -99,15 +104,27 @@ func gemvSplit(n, rowBytes, workers int, rows func(lo, hi int)) {
 		rows(0, n)
 		return
 	}
-	var wg sync.WaitGroup
-	for part := range w - 1 {
-		lo, hi := splitRange(n, w, part, 8)
-		wg.Go(func() { rows(lo, hi) })
+	var next atomic.Int64
+	work := func() {
+		for {
+			c := int(next.Add(1)) - 1
+			if c >= chunks {
+				return
+			}
+			rows(c*chunk, min(n, (c+1)*chunk))
+		}
 	}
-	lo, hi := splitRange(n, w, w-1, 8)
-	rows(lo, hi)
+	var wg sync.WaitGroup
+	for range w - 1 {
+		wg.Go(work)
+	}
+	work()
 	wg.Wait()
 }
+
+// gemvChunkBytes is the weight size of one chunk of gemvSplit: long enough
+// for the prefetchers to run ahead, short enough to balance the workers.
+const gemvChunkBytes = 128 << 10
 
 // gemvPut stores (or with acc adds) v at *dst.
 func gemvPut(dst *float32, v float32, acc bool) {

@@ -92,8 +92,9 @@ func TestGemvT(t *testing.T) {
 	}
 }
 
-// gemvSplitForTest runs gemvSplit's ranges for workers whatever the size
-// (gemvSplit keeps small products on one goroutine).
+// gemvSplitForTest runs rows [0, n) as workers ranges with inner
+// boundaries at multiples of 8, as gemvSplit's chunks are (gemvSplit
+// keeps small products on one goroutine).
 func gemvSplitForTest(n, workers int, rows func(lo, hi int)) {
 	for part := range workers {
 		lo, hi := splitRange(n, workers, part, 8)
