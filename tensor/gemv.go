@@ -145,6 +145,10 @@ func gemvRowsF32(ks *gemvKernelSet, y, x, w []float32, lo, hi, k, ldw int, acc b
 		pf := 8 * ldw * 4
 		for ; j+8 <= hi; j += 8 {
 			wj := w[j*ldw:]
+			if ka == k && !acc { // the kernel's sums are the results
+				ks.f32(ka, x, wj, ldw, pf, (*[8]float32)(y[j:j+8]))
+				continue
+			}
 			ks.f32(ka, x, wj, ldw, pf, &t)
 			for r := range 8 {
 				gemvPut(&y[j+r], t[r]+tailDotGemm(x[ka:], wj[r*ldw+ka:]), acc)
@@ -166,6 +170,10 @@ func gemvRowsBF16(ks *gemvKernelSet, y, x []float32, w []uint16, lo, hi, k, ldw 
 		pf := 8 * ldw * 2
 		for ; j+8 <= hi; j += 8 {
 			wj := w[j*ldw:]
+			if ka == k && !acc { // the kernel's sums are the results
+				ks.bf16(ka, x, wj, ldw, pf, (*[8]float32)(y[j:j+8]))
+				continue
+			}
 			ks.bf16(ka, x, wj, ldw, pf, &t)
 			for r := range 8 {
 				gemvPut(&y[j+r], t[r]+tailDotBF16(x[ka:], wj[r*ldw+ka:]), acc)
