@@ -35,6 +35,7 @@ import (
 	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/backend/gocpu"
 	"github.com/cas-engine/cas/bench"
+	"github.com/cas-engine/cas/internal/cputime"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/tensor"
 )
@@ -179,6 +180,9 @@ type Report struct {
 	// over an array larger than the caches: decoding's streaming bound.
 	StreamBps float64
 	Models    []ModelRow
+	// StreamCPUBps is the same read in bytes per process CPU-second
+	// (Options.DecodeOnly): the bound of decoding's CPU time per token.
+	StreamCPUBps float64 `json:",omitempty"`
 	// DecodeOnly: only StreamBps and the models' decode figures were
 	// measured (Options.DecodeOnly).
 	DecodeOnly bool `json:",omitempty"`
@@ -219,6 +223,11 @@ type ModelFigures struct {
 	// DecodeBF16TokS is batch-1 decode with the weights stored in
 	// bfloat16 and the graph computing in float32 (NewBF16WeightModel).
 	DecodeBF16TokS float64
+	// DecodeCPUs and DecodeBF16CPUs are the process CPU seconds per token
+	// of the same decodes (the least of the runs; Options.DecodeOnly),
+	// which other processes on a shared machine inflate less than wall
+	// time.
+	DecodeCPUs, DecodeBF16CPUs float64 `json:",omitempty"`
 }
 
 // PeerFigures is the JSON line of torch_qwen_peer.py.
@@ -322,7 +331,7 @@ func Run(opt Options) (*Report, error) {
 func runDecode(opt *Options, r *Report) error {
 	r.DecodeOnly = true
 	r.Kernels += ", GEMV " + tensor.GemvKernelName()
-	r.StreamBps = measureStream(opt.Threads, opt.MinTime)
+	r.StreamBps, r.StreamCPUBps = measureStreamCPU(opt.Threads, opt.MinTime)
 	fast, err := backend.NewWithConfig(gocpu.BackendName)
 	if err != nil {
 		return err
@@ -338,16 +347,17 @@ func runDecode(opt *Options, r *Report) error {
 		if err != nil {
 			return fmt.Errorf("model %s, bf16 weights: %w", ms.Name, err)
 		}
+		f := &row.Fast
 		for range 3 {
-			tps, err := DecodeSpeed(m32, 1, 64, opt.DecodeTokens)
+			tps, cpu, err := decodeCPU(m32, opt.DecodeTokens)
 			if err != nil {
 				return fmt.Errorf("model %s: decode: %w", ms.Name, err)
 			}
-			row.Fast.DecodeTokS = max(row.Fast.DecodeTokS, tps)
-			if tps, err = DecodeSpeed(m16, 1, 64, opt.DecodeTokens); err != nil {
+			f.DecodeTokS, f.DecodeCPUs = max(f.DecodeTokS, tps), minPositive(f.DecodeCPUs, cpu)
+			if tps, cpu, err = decodeCPU(m16, opt.DecodeTokens); err != nil {
 				return fmt.Errorf("model %s, bf16 weights: decode: %w", ms.Name, err)
 			}
-			row.Fast.DecodeBF16TokS = max(row.Fast.DecodeBF16TokS, tps)
+			f.DecodeBF16TokS, f.DecodeBF16CPUs = max(f.DecodeBF16TokS, tps), minPositive(f.DecodeBF16CPUs, cpu)
 		}
 		if opt.Profile {
 			if err := profileModel(ms.Config, opt, &row); err != nil {
@@ -359,9 +369,27 @@ func runDecode(opt *Options, r *Report) error {
 		}
 		r.Models = append(r.Models, row)
 	}
-	r.StreamBps = max(r.StreamBps, measureStream(opt.Threads, opt.MinTime))
+	bps, cpuBps := measureStreamCPU(opt.Threads, opt.MinTime)
+	r.StreamBps, r.StreamCPUBps = max(r.StreamBps, bps), max(r.StreamCPUBps, cpuBps)
 	r.LoadAfter = loadAverage()
 	return nil
+}
+
+// decodeCPU is DecodeSpeed of one row after a 64-token prompt, with the
+// process CPU seconds per generated token.
+func decodeCPU(m *qwen.Model, n int) (tps, cpuPerToken float64, err error) {
+	var c0 time.Duration
+	tps, err = decodeSpeed(m, 1, 64, n, func() { c0 = cputime.Process() })
+	return tps, (cputime.Process() - c0).Seconds() / float64(n), err
+}
+
+// minPositive is the smaller of a and b, ignoring a when it is not
+// positive (not yet measured).
+func minPositive(a, b float64) float64 {
+	if !(a > 0) {
+		return b
+	}
+	return min(a, b)
 }
 
 // decodeShapes are (M, N, K) products of decoding: Qwen2.5-0.5B's MLP

@@ -118,6 +118,19 @@ func (r *Report) writeDecode(w io.Writer) {
 			pct(m.Fast.DecodeBF16TokS, bound16), ratio(m.Fast.DecodeBF16TokS, bound),
 			num(m.Plain.DecodeTokS, 1), ratio(m.Fast.DecodeTokS, m.Plain.DecodeTokS))
 	}
+	if !(r.StreamCPUBps > 0) {
+		return
+	}
+	// The same in CPU time, which other processes inflate less than wall
+	// time on a shared machine.
+	fmt.Fprintf(w, "\nIn process CPU time per token (the bound: the weight bytes at the %s GB per CPU-second the same read measured):\n\n", num(r.StreamCPUBps/1e9, 1))
+	fmt.Fprintf(w, "| model | bound CPU-ms | F32 CPU-ms | of bound | BF16 CPU-ms | of BF16 bound | BF16 / F32 bound |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, m := range r.Models {
+		bound := float64(m.DecodeBytes) / r.StreamCPUBps
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", m.Name, num(bound*1e3, 3),
+			num(m.Fast.DecodeCPUs*1e3, 3), pct(bound, m.Fast.DecodeCPUs),
+			num(m.Fast.DecodeBF16CPUs*1e3, 3), pct(bound/2, m.Fast.DecodeBF16CPUs), ratio(bound, m.Fast.DecodeBF16CPUs))
+	}
 }
 
 // Fair reports whether the peer multiplied on a real BLAS: not the netlib
