@@ -335,30 +335,19 @@ func (p *dotPlan) exec(be *Backend, in []backends.Buffer, _ []bool) (backends.Bu
 // float32 or bfloat16 weights read in place), and reports whether it did.
 // The result is bit-identical to g.Run's (tensor.GemvT's doc), without
 // the GEMM's task set-up or, for bfloat16 weights, its conversion of each
-// weight block into a float32 scratch. The product with the weights on
-// the left (out[j] = Σ_p W(j, p)·x(p)) is the same sum.
+// weight block into a float32 scratch. Only M = 1 on a CPU with the
+// GEMV kernels is taken, so every product keeps the values it had before
+// (the GEMM's order of sums where the GEMV's would differ).
 func gemv(g *tensor.Gemm, out []float32) bool {
-	if g.Batch != 1 || g.K < 16 || g.Accumulate {
-		return false
-	}
 	x, w := g.A, g.B // x(p) = A(0, p), W(j, p) = B(p, j)
-	n, ldw := g.N, g.B.ColStride
-	switch {
-	case g.M == 1 && x.ColStride == 1 && w.RowStride == 1:
-	case g.N == 1 && g.B.RowStride == 1 && g.A.ColStride == 1: // W on the left
-		x, w = g.B, g.A
-		n, ldw = g.M, g.A.RowStride
-	default:
-		return false
-	}
-	if x.F32 == nil || ldw < g.K {
+	if tensor.GemvKernelName() == "go" || g.Batch != 1 || g.M != 1 || g.K < 16 || g.Accumulate || x.F32 == nil || x.ColStride != 1 || w.RowStride != 1 || w.ColStride < g.K {
 		return false
 	}
 	xs := x.F32[x.Offset : x.Offset+g.K]
 	if w.F32 != nil {
-		tensor.GemvT(out, xs, w.F32[w.Offset:], n, g.K, ldw, false, g.Workers)
+		tensor.GemvT(out, xs, w.F32[w.Offset:], g.N, g.K, w.ColStride, false, g.Workers)
 	} else {
-		tensor.GemvTBF16(out, xs, w.BF16[w.Offset:], n, g.K, ldw, false, g.Workers)
+		tensor.GemvTBF16(out, xs, w.BF16[w.Offset:], g.N, g.K, w.ColStride, false, g.Workers)
 	}
 	return true
 }
