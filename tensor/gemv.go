@@ -138,55 +138,53 @@ func gemvPut(dst *float32, v float32, acc bool) {
 // gemvRowsF32 computes rows [lo, hi) of GemvT with the kernels of ks
 // (nil: Dot per row).
 func gemvRowsF32(ks *gemvKernelSet, y, x, w []float32, lo, hi, k, ldw int, acc bool) {
-	x = x[:k]
-	j := lo
-	if ka := k &^ 15; ks != nil && ka > 0 {
-		var t [8]float32
-		pf := 8 * ldw * 4
-		for ; j+8 <= hi; j += 8 {
-			wj := w[j*ldw:]
-			if ka == k && !acc { // the kernel's sums are the results
-				ks.f32(ka, x, wj, ldw, pf, (*[8]float32)(y[j:j+8]))
-				continue
-			}
-			ks.f32(ka, x, wj, ldw, pf, &t)
-			for r := range 8 {
-				gemvPut(&y[j+r], t[r]+tailDotGemm(x[ka:], wj[r*ldw+ka:]), acc)
-			}
-		}
+	var kern func(int, []float32, []float32, int, int, *[8]float32)
+	if ks != nil {
+		kern = ks.f32
 	}
-	for ; j < hi; j++ {
-		gemvPut(&y[j], Dot(x, w[j*ldw:j*ldw+k]), acc)
-	}
+	gemvRows(kern, tailDotGemm, func(x, row []float32) float32 { return Dot(x, row) }, 4, y, x, w, lo, hi, k, ldw, acc)
 }
 
 // gemvRowsBF16 computes rows [lo, hi) of GemvTBF16 with the kernels of ks
 // (nil: Dot of each converted row).
 func gemvRowsBF16(ks *gemvKernelSet, y, x []float32, w []uint16, lo, hi, k, ldw int, acc bool) {
+	var kern func(int, []float32, []uint16, int, int, *[8]float32)
+	if ks != nil {
+		kern = ks.bf16
+	}
+	var conv []float32
+	dot := func(x []float32, row []uint16) float32 {
+		conv = growF32(conv, len(row))
+		DecodeBF16(conv, row)
+		return Dot(x, conv)
+	}
+	gemvRows(kern, tailDotBF16, dot, 2, y, x, w, lo, hi, k, ldw, acc)
+}
+
+// gemvRows computes rows [lo, hi): 8 rows at a time with kern (when not
+// nil) over the first K rounded down to 16 terms plus tail over the rest,
+// the last rows by dot of the whole row. size is the bytes of one weight.
+func gemvRows[T float32 | uint16](kern func(int, []float32, []T, int, int, *[8]float32), tail, dot func([]float32, []T) float32,
+	size int, y, x []float32, w []T, lo, hi, k, ldw int, acc bool) {
 	x = x[:k]
 	j := lo
-	if ka := k &^ 15; ks != nil && ka > 0 {
+	if ka := k &^ 15; kern != nil && ka > 0 {
 		var t [8]float32
-		pf := 8 * ldw * 2
+		pf := 8 * ldw * size
 		for ; j+8 <= hi; j += 8 {
 			wj := w[j*ldw:]
 			if ka == k && !acc { // the kernel's sums are the results
-				ks.bf16(ka, x, wj, ldw, pf, (*[8]float32)(y[j:j+8]))
+				kern(ka, x, wj, ldw, pf, (*[8]float32)(y[j:j+8]))
 				continue
 			}
-			ks.bf16(ka, x, wj, ldw, pf, &t)
+			kern(ka, x, wj, ldw, pf, &t)
 			for r := range 8 {
-				gemvPut(&y[j+r], t[r]+tailDotBF16(x[ka:], wj[r*ldw+ka:]), acc)
+				gemvPut(&y[j+r], t[r]+tail(x[ka:], wj[r*ldw+ka:]), acc)
 			}
 		}
 	}
-	if j == hi {
-		return
-	}
-	row := make([]float32, k)
 	for ; j < hi; j++ {
-		DecodeBF16(row, w[j*ldw:j*ldw+k])
-		gemvPut(&y[j], Dot(x, row), acc)
+		gemvPut(&y[j], dot(x, w[j*ldw:j*ldw+k]), acc)
 	}
 }
 
