@@ -35,8 +35,8 @@ func L2Normalize(x []float32, d int) {
 // Softmax replaces x by softmax(x)ᵢ = exp(xᵢ − m) / Σⱼ exp(xⱼ − m) with
 // m = maxⱼ xⱼ (the shift leaves the result unchanged and keeps exp from
 // overflowing). The exponentials are vek's AVX2 exp (relative error ≈ 1e−7)
-// of the shifted values clamped at −104, below which float32 exp is 0; the
-// sum is taken in float64. An empty x is left as is; −Inf entries get
+// of the shifted values, 0 below the smallest normal float32 (see
+// expShifted); the sum is taken in float64. An empty x is left as is; −Inf entries get
 // probability 0; if every entry is −Inf the result is uniform.
 func Softmax(x []float32) {
 	if len(x) == 0 {
@@ -54,31 +54,56 @@ func Softmax(x []float32) {
 	vek32.MulNumber_Inplace(x, float32(1/sum))
 }
 
-// expShifted replaces x by exp(max(x − m, −104)) and returns the float64
-// sum of the results.
+// expShifted replaces x by exp(x − m) and returns the float64 sum of the
+// results. The shifted values are clamped at −87.5 before vek's exp, which
+// is wrong below −88 (it returns large negative numbers between −103 and
+// −88), and exponentials below the smallest normal float32 (x − m below
+// about −87.3, −Inf included) are set to 0.
 func expShifted(x []float32, m float32) float64 {
 	vek32.SubNumber_Inplace(x, m)
-	vek32.MaximumNumber_Inplace(x, -104)
+	vek32.MaximumNumber_Inplace(x, -87.5)
 	vek32.Exp_Inplace(x)
 	var sum float64
-	for _, v := range x {
+	for i, v := range x {
+		if v < 0x1p-126 {
+			x[i], v = 0, 0
+		}
 		sum += float64(v)
 	}
 	return sum
 }
 
-// LogSoftmax replaces x by log softmax(x)ᵢ = xᵢ − m − log Σⱼ exp(xⱼ − m).
+// LogSoftmax replaces x by log softmax(x)ᵢ = xᵢ − LogSumExp(x).
 func LogSoftmax(x []float32) {
 	if len(x) == 0 {
 		return
 	}
-	m := maxOf(x)
-	if math.IsInf(float64(m), -1) {
+	if m := maxOf(x); math.IsInf(float64(m), -1) {
 		l := float32(-math.Log(float64(len(x))))
 		for i := range x {
 			x[i] = l
 		}
 		return
+	}
+	lse := LogSumExp(x)
+	for i, v := range x {
+		x[i] = float32(float64(v) - lse)
+	}
+}
+
+// LogSumExp returns log Σᵢ exp(xᵢ) = m + log Σᵢ exp(xᵢ − m), m = maxᵢ xᵢ,
+// with Softmax's exponentials (vek's AVX2 exp of the shifted values in
+// float32, clamped at −104, summed in float64): within a few float32 ulps
+// of the float64 value, at a fraction of math.Exp's cost (a decode step's
+// log-probability over the vocabulary). x is not modified. An empty x or
+// one that is all −Inf gives −Inf; a +Inf or NaN maximum is returned as is.
+func LogSumExp(x []float32) float64 {
+	if len(x) == 0 {
+		return math.Inf(-1)
+	}
+	m := maxOf(x)
+	if math.IsInf(float64(m), 0) || m != m {
+		return float64(m)
 	}
 	var sum float64
 	const chunk = 4096
@@ -87,10 +112,7 @@ func LogSoftmax(x []float32) {
 		b := buf[:copy(buf[:], x[lo:])]
 		sum += expShifted(b, m)
 	}
-	lse := float64(m) + math.Log(sum)
-	for i, v := range x {
-		x[i] = float32(float64(v) - lse)
-	}
+	return float64(m) + math.Log(sum)
 }
 
 func maxOf(x []float32) float32 {

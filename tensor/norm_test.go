@@ -71,6 +71,9 @@ func TestSoftmax(t *testing.T) {
 		{1000, 1000, -1000},
 		{-1e30, 0, 1e-3, float32(math.Inf(-1))},
 		{5, 5, 5, 5, 5, 5, 5},
+		// Shifted values between −104 and −88, where vek's exp returns
+		// large negative numbers, and around float32's underflow.
+		{0, -90, -95, -100, -103, -87.2, -87.4, -88, -200},
 	}
 	r := rand.New(rand.NewPCG(35, 36))
 	cases = append(cases, randVec(r, 1001))
@@ -100,6 +103,26 @@ func TestSoftmax(t *testing.T) {
 			if math.Abs(float64(ls[i])-math.Log(want[i])) > 1e-4 {
 				t.Fatalf("logsoftmax(%v)[%d] = %v want %v", c, i, ls[i], math.Log(want[i]))
 			}
+		}
+	}
+	for _, c := range append(cases, []float32{float32(math.Inf(-1))}, randVec(r, 16384)) {
+		m, s := math.Inf(-1), 0.0
+		for _, v := range c {
+			m = math.Max(m, float64(v))
+		}
+		for _, v := range c {
+			s += math.Exp(float64(v) - m)
+		}
+		want := m + math.Log(s)
+		got := LogSumExp(c)
+		if math.IsInf(want, -1) || math.IsNaN(want) {
+			if !math.IsInf(got, -1) {
+				t.Fatalf("logsumexp(%v) = %v, want -Inf", c, got)
+			}
+			continue
+		}
+		if math.Abs(got-want) > 1e-6*math.Max(1, math.Abs(want)) {
+			t.Fatalf("logsumexp of %d values = %v, want %v", len(c), got, want)
 		}
 	}
 	allNegInf := []float32{float32(math.Inf(-1)), float32(math.Inf(-1))}

@@ -8,6 +8,8 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
+
+	"github.com/cas-engine/cas/tensor"
 )
 
 // bf16AsF32 is the float32 tensor of the exact values of a bfloat16 one.
@@ -131,4 +133,35 @@ func TestGatherFromBF16Table(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertSame(t, got[0], want[0], gs[0], ws[0])
+}
+
+// TestDotGeneralDecodeRowGemv: a batch-1 decode product (one row against
+// weights [N, K], N and K not multiples of the kernels' 8 rows and 16
+// lanes) runs on tensor.GemvT and equals tensor.MatMulT, the GEMM it
+// replaces, bit for bit.
+func TestDotGeneralDecodeRowGemv(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 17))
+	be := fastOnce()
+	for _, s := range [][2]int{{67, 100}, {96, 64}, {704, 256}} {
+		n, k := s[0], s[1]
+		x, w := randTensor(r, dtypes.Float32, 1, 1, k), randTensor(r, dtypes.Float32, n, k)
+		exec, err := graph.NewExec(be, func(x, w *graph.Node) *graph.Node {
+			return graph.DotGeneral(x, []int{2}, nil, w, []int{1}, nil)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Exec(x, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := tensors.MustCopyFlatData[float32](out[0])
+		want := make([]float32, n)
+		tensor.MatMulT(want, tensors.MustCopyFlatData[float32](x), tensors.MustCopyFlatData[float32](w), 1, n, k, 0)
+		for j := range want {
+			if got[j] != want[j] {
+				t.Fatalf("n=%d k=%d: y[%d] = %g, GEMM %g", n, k, j, got[j], want[j])
+			}
+		}
+	}
 }

@@ -49,7 +49,8 @@
 // "nofast" runs every op on simplego (for comparisons); "profile" runs each
 // delegated op as its own segment and accumulates wall time per op kind
 // (Backend.Profile; cas bench cpu --profile prints it); any other option is
-// passed to simplego (e.g. "ops_sequential").
+// passed to simplego (e.g. "ops_parallel": the segments run their ops one
+// after another by default, "ops_sequential", except with "nofast").
 //
 // The package sits beside tensor, below the model code that uses it through
 // package backend (which registers it); it imports only tensor and GoMLX.

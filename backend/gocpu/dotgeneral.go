@@ -312,7 +312,9 @@ func (p *dotPlan) exec(be *Backend, in []backends.Buffer, _ []bool) (backends.Bu
 	g.B = p.rhs.operand(rf, &scratch)
 	switch dst := flat.(type) {
 	case []float32:
-		err = g.Run(dst)
+		if !gemv(&g, dst) {
+			err = g.Run(dst)
+		}
 	default: // BFloat16: accumulate in float32, round once.
 		s := getScratch(p.out.Size())
 		scratch = append(scratch, s)
@@ -325,6 +327,29 @@ func (p *dotPlan) exec(be *Backend, in []backends.Buffer, _ []bool) (backends.Bu
 		return nil, -1, fmt.Errorf("DotGeneral %s: %w", p.out, err)
 	}
 	return out, -1, nil
+}
+
+// gemv computes g into out with tensor's streaming matrix-vector kernels
+// when g is one activation row against a weight matrix whose rows are
+// contiguous (a batch-1 decoding step's linear layers and output layer,
+// float32 or bfloat16 weights read in place), and reports whether it did.
+// The result is bit-identical to g.Run's (tensor.GemvT's doc), without
+// the GEMM's task set-up or, for bfloat16 weights, its conversion of each
+// weight block into a float32 scratch. Only M = 1 on a CPU with the
+// GEMV kernels is taken, so every product keeps the values it had before
+// (the GEMM's order of sums where the GEMV's would differ).
+func gemv(g *tensor.Gemm, out []float32) bool {
+	x, w := g.A, g.B // x(p) = A(0, p), W(j, p) = B(p, j)
+	if tensor.GemvKernelName() == "go" || g.Batch != 1 || g.M != 1 || g.K < 16 || g.Accumulate || x.F32 == nil || x.ColStride != 1 || w.RowStride != 1 || w.ColStride < g.K {
+		return false
+	}
+	xs := x.F32[x.Offset : x.Offset+g.K]
+	if w.F32 != nil {
+		tensor.GemvT(out, xs, w.F32[w.Offset:], g.N, g.K, w.ColStride, false, g.Workers)
+	} else {
+		tensor.GemvTBF16(out, xs, w.BF16[w.Offset:], g.N, g.K, w.ColStride, false, g.Workers)
+	}
+	return true
 }
 
 // operand returns the tensor.Operand of flat (float32 or BF16), copying it

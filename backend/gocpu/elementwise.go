@@ -233,48 +233,61 @@ func padDims(s shapes.Shape, rank int) []int {
 
 // run applies k to a, b into dst.
 func (p *bcastPlan) run(be *Backend, k binaryKernel, dst, a, b []float32) {
-	n := len(p.dims)
-	inner, ia, ib := p.dims[n-1], p.sa[n-1], p.sb[n-1]
-	outer := p.size / max(inner, 1)
 	if p.size == 0 {
 		return
 	}
-	be.forRange(outer, inner, func(lo, hi int) {
-		// Offsets of outer iteration lo.
-		idx := make([]int, n-1)
-		oa, ob := 0, 0
-		rem := lo
+	inner := p.dims[len(p.dims)-1]
+	outer := p.size / max(inner, 1)
+	if outer <= 1 || p.size < parallelMin { // as forRange, without a closure to allocate
+		p.runRange(k, dst, a, b, 0, outer)
+		return
+	}
+	be.forRange(outer, inner, func(lo, hi int) { p.runRange(k, dst, a, b, lo, hi) })
+}
+
+// runRange computes outer iterations [lo, hi) of run.
+func (p *bcastPlan) runRange(k binaryKernel, dst, a, b []float32, lo, hi int) {
+	n := len(p.dims)
+	inner, ia, ib := p.dims[n-1], p.sa[n-1], p.sb[n-1]
+	// Offsets of outer iteration lo.
+	var small [8]int // no allocation up to rank 9
+	idx := small[:]
+	if n-1 > len(small) {
+		idx = make([]int, n-1)
+	}
+	idx = idx[:n-1]
+	oa, ob := 0, 0
+	rem := lo
+	for ax := n - 2; ax >= 0; ax-- {
+		idx[ax] = rem % p.dims[ax]
+		rem /= p.dims[ax]
+		oa += idx[ax] * p.sa[ax]
+		ob += idx[ax] * p.sb[ax]
+	}
+	for o := lo; o < hi; o++ {
+		d := dst[o*inner : (o+1)*inner]
+		switch {
+		case ia != 0 && ib != 0:
+			k.vv(d, a[oa:], b[ob:])
+		case ia != 0:
+			k.vs(d, a[oa:], b[ob])
+		case ib != 0:
+			k.sv(d, a[oa], b[ob:])
+		default: // a run of length 1
+			k.vv(d, a[oa:oa+1], b[ob:ob+1])
+		}
 		for ax := n - 2; ax >= 0; ax-- {
-			idx[ax] = rem % p.dims[ax]
-			rem /= p.dims[ax]
-			oa += idx[ax] * p.sa[ax]
-			ob += idx[ax] * p.sb[ax]
-		}
-		for o := lo; o < hi; o++ {
-			d := dst[o*inner : (o+1)*inner]
-			switch {
-			case ia != 0 && ib != 0:
-				k.vv(d, a[oa:], b[ob:])
-			case ia != 0:
-				k.vs(d, a[oa:], b[ob])
-			case ib != 0:
-				k.sv(d, a[oa], b[ob:])
-			default: // a run of length 1
-				k.vv(d, a[oa:oa+1], b[ob:ob+1])
+			idx[ax]++
+			oa += p.sa[ax]
+			ob += p.sb[ax]
+			if idx[ax] < p.dims[ax] {
+				break
 			}
-			for ax := n - 2; ax >= 0; ax-- {
-				idx[ax]++
-				oa += p.sa[ax]
-				ob += p.sb[ax]
-				if idx[ax] < p.dims[ax] {
-					break
-				}
-				oa -= p.sa[ax] * p.dims[ax]
-				ob -= p.sb[ax] * p.dims[ax]
-				idx[ax] = 0
-			}
+			oa -= p.sa[ax] * p.dims[ax]
+			ob -= p.sb[ax] * p.dims[ax]
+			idx[ax] = 0
 		}
-	})
+	}
 }
 
 // binary builds Add, Sub, Mul or Div: float32 operands run on the plan,

@@ -43,6 +43,11 @@ type step struct {
 	name     string
 	in, out  []int // slots
 	distinct bool  // every input slot appears once in in
+	// once[j]: slot in[j] appears only once in in, so the op may be handed
+	// that buffer (a slot read through two inputs never is). A
+	// DynamicUpdateSlice lists its zero start index once per axis; its
+	// operand, the KV cache, is still handed over and updated in place.
+	once []bool
 	// elems is the number of elements the step writes (for Profile).
 	elems int
 }
@@ -219,15 +224,16 @@ func (b *Builder) plan(outs []*value) (*Executable, error) {
 	for i := range e.steps {
 		st := &e.steps[i]
 		e.maxIn = max(e.maxIn, len(st.in))
-		seen := map[int]bool{}
-		st.distinct = true
+		seen := map[int]int{}
 		for _, s := range st.in {
-			if seen[s] {
-				st.distinct = false
-				continue
+			if seen[s]++; seen[s] == 1 {
+				e.uses[s]++
 			}
-			seen[s] = true
-			e.uses[s]++
+		}
+		st.distinct = len(seen) == len(st.in)
+		st.once = make([]bool, len(st.in))
+		for j, s := range st.in {
+			st.once[j] = seen[s] == 1
 		}
 	}
 	for _, s := range e.outSlots {
@@ -427,7 +433,7 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, _ backends
 		in, give := inScratch[:len(st.in)], giveScratch[:len(st.in)]
 		for j, s := range st.in {
 			in[j] = vals[s]
-			give[j] = st.distinct && owned[s] && remaining[s] == 1
+			give[j] = st.once[j] && owned[s] && remaining[s] == 1
 		}
 		var outs []backends.Buffer
 		consumed := -1

@@ -592,6 +592,82 @@ func TestDynamicUpdateSliceInPlace(t *testing.T) {
 	}
 }
 
+// TestDynamicUpdateSliceKVCacheInPlace builds a decode step's cache write
+// as the model does (one zero start index shared by three axes, so the
+// step lists that slot three times) and checks that the donated cache is
+// updated in its own buffer, not copied, with the right values.
+func TestDynamicUpdateSliceKVCacheInPlace(t *testing.T) {
+	be := fastOnce()
+	cs := shapes.Make(dtypes.Float32, 1, 2, 5, 3) // [B, k, S, h]
+	us := shapes.Make(dtypes.Float32, 1, 2, 1, 3)
+	b := be.Builder("kv")
+	cache, err := b.Parameter("cache", cs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	upd, err := b.Parameter("upd", us, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos, err := b.Parameter("pos", shapes.Make(dtypes.Int32), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero, err := b.Constant([]int32{0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := b.DynamicUpdateSlice(cache, upd, []backends.Op{zero, zero, pos, zero})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec, err := b.Compile([]backends.Op{out}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exec.Finalize()
+	cacheData := make([]float32, cs.Size())
+	cb, err := be.BufferFromFlatData(0, cacheData, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for step := range 3 {
+		before, _ := be.BufferData(cb)
+		ub, err := be.BufferFromFlatData(0, []float32{1, 2, 3, 4, 5, 6}, us)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pb, err := be.BufferFromFlatData(0, []int32{int32(step + 1)}, shapes.Make(dtypes.Int32))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := exec.Execute([]backends.Buffer{cb, ub, pb}, []bool{true, true, true}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after, _ := be.BufferData(res[0])
+		if &after.([]float32)[0] != &before.([]float32)[0] {
+			t.Fatalf("step %d: the cache was copied into a new buffer, not updated in place", step)
+		}
+		cb = res[0]
+	}
+	got, _ := be.BufferData(cb)
+	// Slots 1..3 of each of the 2 heads hold the update's row of that head.
+	for k := range 2 {
+		for s := range 5 {
+			for h := range 3 {
+				want := float32(0)
+				if s >= 1 && s <= 3 {
+					want = float32(k*3 + h + 1)
+				}
+				if v := got.([]float32)[(k*5+s)*3+h]; v != want {
+					t.Fatalf("cache[0, %d, %d, %d] = %g, want %g", k, s, h, v, want)
+				}
+			}
+		}
+	}
+}
+
 // TestExecutableEdgeCases: outputs that are inputs, repeated outputs,
 // constants, unused parameters and multi-output ops, run repeatedly so that
 // recycled buffers would show.

@@ -35,6 +35,7 @@ import (
 	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/backend/gocpu"
 	"github.com/cas-engine/cas/bench"
+	"github.com/cas-engine/cas/internal/cputime"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/tensor"
 )
@@ -121,6 +122,9 @@ type Options struct {
 	// a profiling gocpu backend ("gocpu:profile") and reports the time per
 	// op kind (ModelRow.TrainProfile, DecodeProfile).
 	Profile bool
+	// DecodeOnly measures only batch-1 decoding against the streaming
+	// bound (see RunDecode); Profile then profiles decoding alone.
+	DecodeOnly bool
 	// Log receives the progress bar and notes (nil: silent).
 	Log io.Writer
 }
@@ -176,6 +180,12 @@ type Report struct {
 	// over an array larger than the caches: decoding's streaming bound.
 	StreamBps float64
 	Models    []ModelRow
+	// StreamCPUBps is the same read in bytes per process CPU-second
+	// (Options.DecodeOnly): the bound of decoding's CPU time per token.
+	StreamCPUBps float64 `json:",omitempty"`
+	// DecodeOnly: only StreamBps and the models' decode figures were
+	// measured (Options.DecodeOnly).
+	DecodeOnly bool `json:",omitempty"`
 }
 
 // GEMMRow is one matrix product measurement.
@@ -213,6 +223,11 @@ type ModelFigures struct {
 	// DecodeBF16TokS is batch-1 decode with the weights stored in
 	// bfloat16 and the graph computing in float32 (NewBF16WeightModel).
 	DecodeBF16TokS float64
+	// DecodeCPUs and DecodeBF16CPUs are the process CPU seconds per token
+	// of the same decodes (the least of the runs; Options.DecodeOnly),
+	// which other processes on a shared machine inflate less than wall
+	// time.
+	DecodeCPUs, DecodeBF16CPUs float64 `json:",omitempty"`
 }
 
 // PeerFigures is the JSON line of torch_qwen_peer.py.
@@ -239,6 +254,9 @@ func Run(opt Options) (*Report, error) {
 	r := &Report{
 		Date: time.Now(), CPU: cpuModel(), Threads: opt.Threads, GoVersion: runtime.Version(),
 		Kernels: tensor.GemmKernelName(), LoadBefore: loadAverage(),
+	}
+	if opt.DecodeOnly {
+		return r, runDecode(&opt, r)
 	}
 	total := 2 + len(opt.Sizes) + len(decodeShapes) + 2 + len(opt.Models)*4
 	bar := progressbar.NewOptions(total, progressbar.OptionSetWriter(opt.Log), progressbar.OptionSetDescription("bench cpu"),
@@ -303,6 +321,75 @@ func Run(opt Options) (*Report, error) {
 	}
 	r.LoadAfter = loadAverage()
 	return r, nil
+}
+
+// runDecode is Run's decode section alone: the read bandwidth, then for
+// each model batch-1 decoding on gocpu with float32 and with bfloat16
+// weights, the two alternated three times (best of each), then the
+// bandwidth again (the bound uses the higher, the stricter, of the two
+// bandwidth measurements: other processes slow both alike).
+func runDecode(opt *Options, r *Report) error {
+	r.DecodeOnly = true
+	r.Kernels += ", GEMV " + tensor.GemvKernelName()
+	r.StreamBps, r.StreamCPUBps = measureStreamCPU(opt.Threads, opt.MinTime)
+	fast, err := backend.NewWithConfig(gocpu.BackendName)
+	if err != nil {
+		return err
+	}
+	defer fast.Finalize()
+	for _, ms := range opt.Models {
+		row := ModelRow{Name: ms.Name, Params: ms.Config.NumParameters(), DecodeBytes: StreamedBytes(ms.Config, 4)}
+		m32, err := qwen.NewRandom(ms.Config, fast, 1)
+		if err != nil {
+			return fmt.Errorf("model %s: %w", ms.Name, err)
+		}
+		m16, err := NewBF16WeightModel(ms.Config, fast, 1)
+		if err != nil {
+			return fmt.Errorf("model %s, bf16 weights: %w", ms.Name, err)
+		}
+		f := &row.Fast
+		for range 3 {
+			tps, cpu, err := decodeCPU(m32, opt.DecodeTokens)
+			if err != nil {
+				return fmt.Errorf("model %s: decode: %w", ms.Name, err)
+			}
+			f.DecodeTokS, f.DecodeCPUs = max(f.DecodeTokS, tps), minPositive(f.DecodeCPUs, cpu)
+			if tps, cpu, err = decodeCPU(m16, opt.DecodeTokens); err != nil {
+				return fmt.Errorf("model %s, bf16 weights: decode: %w", ms.Name, err)
+			}
+			f.DecodeBF16TokS, f.DecodeBF16CPUs = max(f.DecodeBF16TokS, tps), minPositive(f.DecodeBF16CPUs, cpu)
+		}
+		if opt.Profile {
+			if err := profileModel(ms.Config, opt, &row); err != nil {
+				return fmt.Errorf("model %s: profile: %w", ms.Name, err)
+			}
+		}
+		if opt.Log != nil {
+			fmt.Fprintf(opt.Log, "bench cpu: %s decode %.1f tok/s (bf16 weights %.1f)\n", ms.Name, row.Fast.DecodeTokS, row.Fast.DecodeBF16TokS)
+		}
+		r.Models = append(r.Models, row)
+	}
+	bps, cpuBps := measureStreamCPU(opt.Threads, opt.MinTime)
+	r.StreamBps, r.StreamCPUBps = max(r.StreamBps, bps), max(r.StreamCPUBps, cpuBps)
+	r.LoadAfter = loadAverage()
+	return nil
+}
+
+// decodeCPU is DecodeSpeed of one row after a 64-token prompt, with the
+// process CPU seconds per generated token.
+func decodeCPU(m *qwen.Model, n int) (tps, cpuPerToken float64, err error) {
+	var c0 time.Duration
+	tps, err = decodeSpeed(m, 1, 64, n, func() { c0 = cputime.Process() })
+	return tps, (cputime.Process() - c0).Seconds() / float64(n), err
+}
+
+// minPositive is the smaller of a and b, ignoring a when it is not
+// positive (not yet measured).
+func minPositive(a, b float64) float64 {
+	if !(a > 0) {
+		return b
+	}
+	return min(a, b)
 }
 
 // decodeShapes are (M, N, K) products of decoding: Qwen2.5-0.5B's MLP

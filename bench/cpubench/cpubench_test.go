@@ -505,3 +505,31 @@ func TestBF16WeightModel(t *testing.T) {
 			c16, c32, norms+int64(c.HiddenSize))
 	}
 }
+
+// TestRunDecodeOnly runs the decode section alone on a tiny model: the
+// bandwidth and decode figures (wall and CPU time) are measured, nothing
+// else is, and the report prints the decode tables only, the CPU-time one
+// with the bound worked out by hand below.
+func TestRunDecodeOnly(t *testing.T) {
+	r, err := Run(Options{DecodeOnly: true, Models: []ModelSpec{{Name: "tiny", Config: tinyConfig}}, MinTime: time.Millisecond, DecodeTokens: 4, Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.DecodeOnly || len(r.GEMM) != 0 || r.PeakFMA != 0 || len(r.Models) != 1 {
+		t.Fatalf("report %+v", r)
+	}
+	f := r.Models[0].Fast
+	if !(r.StreamBps > 0 && r.StreamCPUBps > 0 && f.DecodeTokS > 0 && f.DecodeBF16TokS > 0 && f.DecodeCPUs > 0 && f.DecodeBF16CPUs > 0) || f.TrainStepS != 0 || f.ForwardS != 0 {
+		t.Fatalf("figures: stream %v B/s, %v B/cpu-s; %+v", r.StreamBps, r.StreamCPUBps, f)
+	}
+	// 16 MB a token at 8 GB per CPU-second: 2 ms; F32 2.5 ms, BF16 1.25 ms.
+	r.StreamCPUBps = 8e9
+	r.Models[0].DecodeBytes = 16e6
+	r.Models[0].Fast.DecodeCPUs, r.Models[0].Fast.DecodeBF16CPUs = 0.0025, 0.00125
+	var out bytes.Buffer
+	r.WriteMarkdown(&out)
+	text := out.String()
+	if !strings.Contains(text, "| tiny | 2.000 | 2.500 | 80% | 1.250 | 80% | 1.60× |") || strings.Contains(text, "FMA peak") || strings.Contains(text, "Roofline") {
+		t.Fatalf("report:\n%s", text)
+	}
+}

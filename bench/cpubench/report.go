@@ -17,6 +17,13 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "Machine: %s; %d threads; %s; GEMM kernels %s; %s; load average %.2f before, %.2f after.\n\n",
 		r.CPU, r.Threads, r.GoVersion, r.Kernels, r.Date.Format("2006-01-02 15:04 MST"), r.LoadBefore, r.LoadAfter)
 
+	if r.DecodeOnly {
+		r.writeDecode(w)
+		for _, m := range r.Models {
+			writeProfile(w, fmt.Sprintf("%s, batch-1 decode of %d tokens", m.Name, m.DecodeProfileTokens), m.DecodeProfile, 0, m.DecodeProfileTokens)
+		}
+		return
+	}
 	// The limit of N threads is at least N times one core's: on a shared
 	// machine both cores are rarely free during a whole burst.
 	fma, vek := r.Limits()
@@ -70,19 +77,7 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 			num(m.TrainFLOPs/1e9, 1), secs(tr), secs(m.Fast.TrainStepS), ratio(m.Fast.TrainStepS, tr))
 	}
 
-	// Decode: batch 1 against the streaming bound.
-	fmt.Fprintf(w, "\nBatch-1 decode against the streaming bound (weight bytes per token ÷ the measured read bandwidth, %s GB/s; BF16: weights stored in bfloat16, computing in float32):\n\n", num(r.StreamBps/1e9, 1))
-	fmt.Fprintf(w, "| model | MB per token | bound tok/s | decode tok/s gocpu | of bound | BF16 bound tok/s | BF16 weights tok/s | of BF16 bound | BF16 / F32 bound | pure-Go | gocpu/pure-Go |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, m := range r.Models {
-		bound, bound16 := 0.0, 0.0
-		if m.DecodeBytes > 0 {
-			bound, bound16 = r.StreamBps/float64(m.DecodeBytes), 2*r.StreamBps/float64(m.DecodeBytes)
-		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", m.Name, num(float64(m.DecodeBytes)/1e6, 1), num(bound, 0),
-			num(m.Fast.DecodeTokS, 1), pct(m.Fast.DecodeTokS, bound), num(bound16, 0), num(m.Fast.DecodeBF16TokS, 1),
-			pct(m.Fast.DecodeBF16TokS, bound16), ratio(m.Fast.DecodeBF16TokS, bound),
-			num(m.Plain.DecodeTokS, 1), ratio(m.Fast.DecodeTokS, m.Plain.DecodeTokS))
-	}
+	r.writeDecode(w)
 	plain := false
 	for _, m := range r.Models {
 		plain = plain || m.Plain.ForwardTokS > 0
@@ -106,6 +101,35 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	for _, m := range r.Models {
 		writeProfile(w, m.Name+", one training step", m.TrainProfile, m.Fast.TrainStepS, 1)
 		writeProfile(w, fmt.Sprintf("%s, batch-1 decode of %d tokens", m.Name, m.DecodeProfileTokens), m.DecodeProfile, 0, m.DecodeProfileTokens)
+	}
+}
+
+// writeDecode prints batch-1 decoding against the streaming bound.
+func (r *Report) writeDecode(w io.Writer) {
+	fmt.Fprintf(w, "\nBatch-1 decode against the streaming bound (weight bytes per token ÷ the measured read bandwidth, %s GB/s; BF16: weights stored in bfloat16, computing in float32):\n\n", num(r.StreamBps/1e9, 1))
+	fmt.Fprintf(w, "| model | MB per token | bound tok/s | decode tok/s gocpu | of bound | BF16 bound tok/s | BF16 weights tok/s | of BF16 bound | BF16 / F32 bound | pure-Go | gocpu/pure-Go |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, m := range r.Models {
+		bound, bound16 := 0.0, 0.0
+		if m.DecodeBytes > 0 {
+			bound, bound16 = r.StreamBps/float64(m.DecodeBytes), 2*r.StreamBps/float64(m.DecodeBytes)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", m.Name, num(float64(m.DecodeBytes)/1e6, 1), num(bound, 0),
+			num(m.Fast.DecodeTokS, 1), pct(m.Fast.DecodeTokS, bound), num(bound16, 0), num(m.Fast.DecodeBF16TokS, 1),
+			pct(m.Fast.DecodeBF16TokS, bound16), ratio(m.Fast.DecodeBF16TokS, bound),
+			num(m.Plain.DecodeTokS, 1), ratio(m.Fast.DecodeTokS, m.Plain.DecodeTokS))
+	}
+	if !(r.StreamCPUBps > 0) {
+		return
+	}
+	// The same in CPU time, which other processes inflate less than wall
+	// time on a shared machine.
+	fmt.Fprintf(w, "\nIn process CPU time per token (the bound: the weight bytes at the %s GB per CPU-second the same read measured):\n\n", num(r.StreamCPUBps/1e9, 1))
+	fmt.Fprintf(w, "| model | bound CPU-ms | F32 CPU-ms | of bound | BF16 CPU-ms | of BF16 bound | BF16 / F32 bound |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, m := range r.Models {
+		bound := float64(m.DecodeBytes) / r.StreamCPUBps
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", m.Name, num(bound*1e3, 3),
+			num(m.Fast.DecodeCPUs*1e3, 3), pct(bound, m.Fast.DecodeCPUs),
+			num(m.Fast.DecodeBF16CPUs*1e3, 3), pct(bound/2, m.Fast.DecodeBF16CPUs), ratio(bound, m.Fast.DecodeBF16CPUs))
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/backend/gocpu"
+	"github.com/cas-engine/cas/internal/cputime"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/tensor"
 )
@@ -55,6 +56,13 @@ func StreamedBytes(cfg *qwen.Config, bytesPerWeight int) int64 {
 // each summing its share of a 256 MiB array (larger than any cache), best
 // of the runs within minTime.
 func measureStream(threads int, minTime time.Duration) float64 {
+	bps, _ := measureStreamCPU(threads, minTime)
+	return bps
+}
+
+// measureStreamCPU is measureStream that also returns the bytes read per
+// process CPU-second over all the runs.
+func measureStreamCPU(threads int, minTime time.Duration) (bps, cpuBps float64) {
 	const n = 64 << 20 // float32s
 	x := make([]float32, n)
 	for i := range x {
@@ -62,7 +70,10 @@ func measureStream(threads int, minTime time.Duration) float64 {
 	}
 	var sink [64]float32
 	var mu sync.Mutex
+	runs := 0
+	c0 := cputime.Process()
 	d, _ := timeIt(minTime, func() error {
+		runs++
 		tensor.ParallelFor(n, threads, 4096, func(w, lo, hi int) {
 			s := vek32.Sum(x[lo:hi])
 			mu.Lock()
@@ -71,12 +82,13 @@ func measureStream(threads int, minTime time.Duration) float64 {
 		})
 		return nil
 	})
+	cpu := (cputime.Process() - c0).Seconds()
 	_ = sink
-	return 4 * n / d.Seconds()
+	return 4 * n / d.Seconds(), 4 * n * float64(runs) / cpu
 }
 
-// profileModel runs one training step and one decode of a random model of
-// cfg on a profiling gocpu backend, each after a warm-up (compilation), and
+// profileModel runs one training step (not with opt.DecodeOnly) and one
+// decode of a random model of cfg on a profiling gocpu backend, each after a warm-up (compilation), and
 // records the time per op kind in row.
 func profileModel(cfg *qwen.Config, opt *Options, row *ModelRow) error {
 	be, err := backend.NewWithConfig(gocpu.BackendName + ":profile")
@@ -96,18 +108,20 @@ func profileModel(cfg *qwen.Config, opt *Options, row *ModelRow) error {
 	for i := range ids {
 		ids[i] = int32((i*7919 + 13) % cfg.VocabSize)
 	}
-	tr, err := NewTrainer(m, 1e-4)
-	if err != nil {
-		return err
+	if !opt.DecodeOnly {
+		tr, err := NewTrainer(m, 1e-4)
+		if err != nil {
+			return err
+		}
+		if _, err := tr.Step(ids, opt.Batch, opt.SeqLen); err != nil {
+			return fmt.Errorf("train step: %w", err)
+		}
+		prof.Profile(true)
+		if _, err := tr.Step(ids, opt.Batch, opt.SeqLen); err != nil {
+			return fmt.Errorf("train step: %w", err)
+		}
+		row.TrainProfile = prof.Profile(true)
 	}
-	if _, err := tr.Step(ids, opt.Batch, opt.SeqLen); err != nil {
-		return fmt.Errorf("train step: %w", err)
-	}
-	prof.Profile(true)
-	if _, err := tr.Step(ids, opt.Batch, opt.SeqLen); err != nil {
-		return fmt.Errorf("train step: %w", err)
-	}
-	row.TrainProfile = prof.Profile(true)
 	if _, err := decodeSpeed(m, 1, 64, opt.DecodeTokens, func() { prof.Profile(true) }); err != nil {
 		return fmt.Errorf("decode: %w", err)
 	}

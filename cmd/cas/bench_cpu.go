@@ -49,6 +49,12 @@ backend ran it (gocpu's kernels or simplego). For a pprof view of the same
 work: go test -run '^$' -bench 'Qwen/qwen3-4M/trainstep' -benchtime 3x
 -cpuprofile cpu.out ./bench/cpubench/, then go tool pprof -top cpu.out.
 
+--decode-only measures only batch-1 decoding of each model (float32 and
+bfloat16 weights, alternated) against the streaming bound, in seconds
+rather than minutes; with --profile it profiles the decode alone. pprof of
+decoding: go test -run '^$' -bench DecodeWeights -benchtime 20x -cpuprofile
+cpu.out ./bench/cpubench/ (CAS_BENCH_25M=1 for the 25M model).
+
 The machine's load average is printed with the figures: rerun on a quiet
 machine.`,
 		Args: cobra.NoArgs,
@@ -111,6 +117,7 @@ machine.`,
 	f.IntVar(&opt.DecodeTokens, "decode-tokens", 32, "tokens generated per decode measurement")
 	f.BoolVar(&opt.Plain, "plain", false, "also time the forward pass on the pure-Go backend (slow)")
 	f.BoolVar(&opt.Profile, "profile", false, "print the time per op kind of one training step and one decode per model")
+	f.BoolVar(&opt.DecodeOnly, "decode-only", false, "measure only batch-1 decode against the streaming bound (no GEMM, forward, training or peer)")
 	defPeer := sharedDefault("bench", "torch_qwen_peer.py")
 	if defPeer == "" {
 		defPeer = filepath.Join("..", "shared", "bench", "torch_qwen_peer.py")

@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cas-engine/cas/internal/sharedtest"
 )
 
 func TestBenchCPUCommand(t *testing.T) {
@@ -19,6 +22,8 @@ func TestBenchCPUCommand(t *testing.T) {
 		{"gemm only", []string{"bench", "cpu", "--models", "none", "--sizes", "32", "--min-time", "1ms", "--no-peer", "--threads", "2", "--json", jsonPath}, "| 32³ x·Wᵀ | 2 |", ""},
 		{"unknown model", []string{"bench", "cpu", "--models", "gpt5", "--no-peer"}, "", `unknown model "gpt5"`},
 		{"bad config", []string{"bench", "cpu", "--config", "/nonexistent/config.json", "--no-peer"}, "", "nonexistent"},
+		{"decode only", []string{"bench", "cpu", "--decode-only", "--models", "none", "--config", sharedtest.Path(t, "golden", "qwen3-tiny", "config.json"),
+			"--decode-tokens", "4", "--min-time", "1ms", "--threads", "2"}, "In process CPU time per token", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -32,7 +37,8 @@ func TestBenchCPUCommand(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !strings.Contains(out, c.wantOut) || !strings.Contains(out, "FMA peak") {
+			// --decode-only measures decoding alone: no FMA peak, no GEMM.
+			if !strings.Contains(out, c.wantOut) || strings.Contains(out, "FMA peak") != !slices.Contains(c.args, "--decode-only") {
 				t.Fatalf("output lacks %q:\n%s", c.wantOut, out)
 			}
 		})

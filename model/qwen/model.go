@@ -3,7 +3,6 @@ package qwen
 import (
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"runtime"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/cas-engine/cas/model/hfbind"
 	"github.com/cas-engine/cas/model/safetensors"
+	"github.com/cas-engine/cas/tensor"
 )
 
 // Model is a Qwen causal LM whose weights are GoMLX context variables, one
@@ -324,21 +324,9 @@ func (m *Model) checkIDs(ids []int32) error {
 	return nil
 }
 
-// logSoftmaxAt returns log softmax(logits)[i], computed in float64.
+// logSoftmaxAt returns log softmax(logits)[i] = logits[i] − log Σⱼ
+// exp(logitsⱼ), the sum from tensor.LogSumExp (float32 exponentials summed
+// in float64: within a few float32 ulps of the all-float64 value).
 func logSoftmaxAt(logits []float32, i int) float32 {
-	return float32(float64(logits[i]) - logSumExp(logits))
-}
-
-func logSumExp(logits []float32) float64 {
-	mx := math.Inf(-1)
-	for _, x := range logits {
-		if v := float64(x); v > mx {
-			mx = v
-		}
-	}
-	s := 0.0
-	for _, x := range logits {
-		s += math.Exp(float64(x) - mx)
-	}
-	return mx + math.Log(s)
+	return float32(float64(logits[i]) - tensor.LogSumExp(logits))
 }

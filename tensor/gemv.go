@@ -1,0 +1,202 @@
+package tensor
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// Matrix-vector products (GEMV) of batch-1 decoding: one activation row x
+// against a weight matrix W in the [out, in] layout of a Hugging Face
+// linear layer (each output's K weights contiguous, rows ldw apart),
+//
+//	y[j] (+)= Σ_{p<K} x[p] · W[j·ldw + p],   j < N,
+//
+// with W in float32 (GemvT) or bfloat16 bit patterns (GemvTBF16, each
+// weight widened to float32 in a register as it is read: exact, so the
+// float32 products and sums are those of GemvT over the converted matrix,
+// from half the bytes).
+//
+// Every weight is read once and used once, so the product runs at the speed
+// the weights arrive from memory (the streaming bound of a decode step),
+// not at the FMA rate: BenchmarkGemv measured the float32 product of the
+// 4M and 25M models' weights at 0.95–1.13 times the speed of vek32.Sum
+// over the same weights, and the bfloat16 one at 1.7–1.9 times (2 threads,
+// load 12–14). The AVX-512 kernels take 8 rows at a time, one 16-lane
+// accumulator each, and prefetch the same lines of the next 8 rows while
+// they read these (no difference from no prefetch showed through that
+// load); rows are split into chunks of about 128 KiB of weights that the
+// workers take in turn (both cores of a small machine stream at once).
+//
+// Order of the sums: for j below N rounded down to 8, lane l of y[j]'s
+// accumulator adds the terms p ≡ l (mod 16) of the first K rounded down to
+// 16 in order, the lanes are folded as the GEMM's dot kernels fold them, and
+// the last K mod 16 terms are added one by one; the last N mod 8 rows are
+// Dot of the (converted) row. These are exactly the operations of Gemm's
+// small-M dot path (M ≤ 16, k-contiguous operands), so for K ≥ 16 GemvT
+// and Gemm give bit-identical results and decoding through either yields
+// the same logits. Without AVX-512 (or off amd64) each row is Dot of the
+// (converted) row.
+
+// gemvKernelSet holds the 8-row kernels: out[j] = Σ_{p<k} x[p]·w[j·ldw+p]
+// for j < 8 (k a positive multiple of 16), prefetching pf bytes ahead of
+// each row.
+type gemvKernelSet struct {
+	name string
+	f32  func(k int, x, w []float32, ldw, pf int, out *[8]float32)
+	bf16 func(k int, x []float32, w []uint16, ldw, pf int, out *[8]float32)
+}
+
+var gemvKernels = gemvAsm()
+
+// GemvKernelName names the GEMV kernels this CPU runs ("go" without them).
+func GemvKernelName() string {
+	if gemvKernels == nil {
+		return "go"
+	}
+	return gemvKernels.name
+}
+
+// gemvSerialBytes is the weight size below which one goroutine does the
+// whole product (starting a second costs about a microsecond, the time to
+// stream ≈ 16 KiB).
+const gemvSerialBytes = 96 << 10
+
+// GemvT computes y[j] (+)= Σ_{p<k} x[p] · w[j·ldw + p] for j < n (see
+// above); with acc the products are added to y. workers ≤ 0 means
+// GOMAXPROCS. It panics if a slice is too short (a programmer error).
+func GemvT(y, x, w []float32, n, k, ldw int, acc bool, workers int) {
+	gemvCheck("GemvT", len(y), len(x), len(w), n, k, ldw)
+	gemvSplit(n, k*4, workers, func(lo, hi int) { gemvRowsF32(gemvKernels, y, x, w, lo, hi, k, ldw, acc) })
+}
+
+// GemvTBF16 is GemvT with bfloat16 weights (bit patterns, the high half of
+// a float32), converted exactly as they are read.
+func GemvTBF16(y, x []float32, w []uint16, n, k, ldw int, acc bool, workers int) {
+	gemvCheck("GemvTBF16", len(y), len(x), len(w), n, k, ldw)
+	gemvSplit(n, k*2, workers, func(lo, hi int) { gemvRowsBF16(gemvKernels, y, x, w, lo, hi, k, ldw, acc) })
+}
+
+func gemvCheck(what string, ny, nx, nw, n, k, ldw int) {
+	if n < 0 || k < 0 || ldw < k {
+		panic(fmt.Sprintf("tensor.%s: n=%d k=%d ldw=%d", what, n, k, ldw))
+	}
+	if n == 0 {
+		return
+	}
+	if ny < n || nx < k || nw < (n-1)*ldw+k {
+		panic(fmt.Sprintf("tensor.%s: y %d, x %d, w %d too short for n=%d k=%d ldw=%d", what, ny, nx, nw, n, k, ldw))
+	}
+}
+
+// gemvSplit runs rows [0, n) in chunks of a multiple of 8 rows (about
+// gemvChunkBytes of weights each) taken in turn by up to workers
+// goroutines, the calling one among them: a core slowed down by another
+// process takes fewer chunks instead of holding the others up at the end.
+func gemvSplit(n, rowBytes, workers int, rows func(lo, hi int)) {
+	if n == 0 {
+		return
+	}
+	chunk := max(8, gemvChunkBytes/max(rowBytes, 1)&^7)
+	chunks := (n + chunk - 1) / chunk
+	w := min(Workers(workers), chunks)
+	if n*rowBytes < gemvSerialBytes {
+		w = 1
+	}
+	if w <= 1 {
+		rows(0, n)
+		return
+	}
+	var next atomic.Int64
+	work := func() {
+		for {
+			c := int(next.Add(1)) - 1
+			if c >= chunks {
+				return
+			}
+			rows(c*chunk, min(n, (c+1)*chunk))
+		}
+	}
+	var wg sync.WaitGroup
+	for range w - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+}
+
+// gemvChunkBytes is the weight size of one chunk of gemvSplit: long enough
+// for the prefetchers to run ahead, short enough to balance the workers.
+const gemvChunkBytes = 128 << 10
+
+// gemvPut stores (or with acc adds) v at *dst.
+func gemvPut(dst *float32, v float32, acc bool) {
+	if acc {
+		*dst += v
+	} else {
+		*dst = v
+	}
+}
+
+// gemvRowsF32 computes rows [lo, hi) of GemvT with the kernels of ks
+// (nil: Dot per row).
+func gemvRowsF32(ks *gemvKernelSet, y, x, w []float32, lo, hi, k, ldw int, acc bool) {
+	var kern func(int, []float32, []float32, int, int, *[8]float32)
+	if ks != nil {
+		kern = ks.f32
+	}
+	gemvRows(kern, tailDotGemm, func(x, row []float32) float32 { return Dot(x, row) }, 4, y, x, w, lo, hi, k, ldw, acc)
+}
+
+// gemvRowsBF16 computes rows [lo, hi) of GemvTBF16 with the kernels of ks
+// (nil: Dot of each converted row).
+func gemvRowsBF16(ks *gemvKernelSet, y, x []float32, w []uint16, lo, hi, k, ldw int, acc bool) {
+	var kern func(int, []float32, []uint16, int, int, *[8]float32)
+	if ks != nil {
+		kern = ks.bf16
+	}
+	var conv []float32
+	dot := func(x []float32, row []uint16) float32 {
+		conv = growF32(conv, len(row))
+		DecodeBF16(conv, row)
+		return Dot(x, conv)
+	}
+	gemvRows(kern, tailDotBF16, dot, 2, y, x, w, lo, hi, k, ldw, acc)
+}
+
+// gemvRows computes rows [lo, hi): 8 rows at a time with kern (when not
+// nil) over the first K rounded down to 16 terms plus tail over the rest,
+// the last rows by dot of the whole row. size is the bytes of one weight.
+func gemvRows[T float32 | uint16](kern func(int, []float32, []T, int, int, *[8]float32), tail, dot func([]float32, []T) float32,
+	size int, y, x []float32, w []T, lo, hi, k, ldw int, acc bool) {
+	x = x[:k]
+	j := lo
+	if ka := k &^ 15; kern != nil && ka > 0 {
+		var t [8]float32
+		pf := 8 * ldw * size
+		for ; j+8 <= hi; j += 8 {
+			wj := w[j*ldw:]
+			if ka == k && !acc { // the kernel's sums are the results
+				kern(ka, x, wj, ldw, pf, (*[8]float32)(y[j:j+8]))
+				continue
+			}
+			kern(ka, x, wj, ldw, pf, &t)
+			for r := range 8 {
+				gemvPut(&y[j+r], t[r]+tail(x[ka:], wj[r*ldw+ka:]), acc)
+			}
+		}
+	}
+	for ; j < hi; j++ {
+		gemvPut(&y[j], dot(x, w[j*ldw:j*ldw+k]), acc)
+	}
+}
+
+// tailDotBF16 returns Σ x[p]·f32(w[p]) over len(x) terms, in order.
+func tailDotBF16(x []float32, w []uint16) float32 {
+	var s float32
+	w = w[:len(x)]
+	for p, v := range x {
+		s += v * BF16ToF32(w[p])
+	}
+	return s
+}

@@ -1,0 +1,30 @@
+package tensor
+
+import "golang.org/x/sys/cpu"
+
+// Assembly kernels of gemv_amd64.s; lengths and strides in elements, pf in
+// bytes.
+
+//go:noescape
+func sgemv8AVX512(k int, x, w *float32, ldw, pf int, out *float32)
+
+//go:noescape
+func bgemv8AVX512(k int, x *float32, w *uint16, ldw, pf int, out *float32)
+
+// gemvAsm returns the AVX-512 GEMV kernels, or nil without AVX-512.
+func gemvAsm() *gemvKernelSet {
+	if !cpu.X86.HasAVX512F || !cpu.X86.HasAVX512VL {
+		return nil
+	}
+	return &gemvKernelSet{
+		name: "avx512",
+		f32: func(k int, x, w []float32, ldw, pf int, out *[8]float32) {
+			_ = w[7*ldw+k-1]
+			sgemv8AVX512(k, &x[0], &w[0], ldw, pf, &out[0])
+		},
+		bf16: func(k int, x []float32, w []uint16, ldw, pf int, out *[8]float32) {
+			_ = w[7*ldw+k-1]
+			bgemv8AVX512(k, &x[0], &w[0], ldw, pf, &out[0])
+		},
+	}
+}
