@@ -125,7 +125,8 @@ func RunIndex(opt IndexOptions) (*IndexReport, error) {
 		return nil, err
 	}
 	rep := &IndexReport{
-		Date: time.Now().Format("2006-01-02"), CPU: cpuModel(), Go: runtime.Version(), Kernels: tensor.KernelName(),
+		Date: time.Now().Format("2006-01-02"), CPU: cpuModel(), Go: runtime.Version(),
+		Kernels: tensor.KernelName() + ", GEMM " + tensor.GemmKernelName(),
 		N: len(base) / d, D: d, Q: len(queries) / d, K: 10, NList: opt.NList,
 	}
 	faiss, src, err := loadFAISS(&opt)
