@@ -126,8 +126,8 @@ func RunIndex(opt IndexOptions) (*IndexReport, error) {
 	}
 	rep := &IndexReport{
 		Date: time.Now().Format("2006-01-02"), CPU: cpuModel(), Go: runtime.Version(),
+		N: len(base) / d, D: d, Q: len(queries) / d, K: 10, NList: opt.NList,
 		Kernels: tensor.KernelName() + ", GEMM " + tensor.GemmKernelName(),
-		N:       len(base) / d, D: d, Q: len(queries) / d, K: 10, NList: opt.NList,
 	}
 	faiss, src, err := loadFAISS(&opt)
 	if err != nil {
