@@ -125,8 +125,9 @@ func RunIndex(opt IndexOptions) (*IndexReport, error) {
 		return nil, err
 	}
 	rep := &IndexReport{
-		Date: time.Now().Format("2006-01-02"), CPU: cpuModel(), Go: runtime.Version(), Kernels: tensor.KernelName(),
+		Date: time.Now().Format("2006-01-02"), CPU: cpuModel(), Go: runtime.Version(),
 		N: len(base) / d, D: d, Q: len(queries) / d, K: 10, NList: opt.NList,
+		Kernels: tensor.KernelName() + ", GEMM " + tensor.GemmKernelName(),
 	}
 	faiss, src, err := loadFAISS(&opt)
 	if err != nil {

@@ -38,37 +38,41 @@ func TestFlatGEMMMatchesMatMulT(t *testing.T) {
 				if !f.useGEMM(c.nq) {
 					t.Fatal("batch not on the GEMM")
 				}
-				// Reference: the whole score matrix, keys as Flat ranks by,
-				// sorted with ties by smaller id.
+				// The whole score matrix.
 				full := make([]float32, c.nq*c.n)
 				tensor.MatMulT(full, q, x, c.nq, c.n, c.d, 1)
 				norms := make([]float32, c.n)
 				tensor.SquaredNorms(norms, x, c.d)
 				qn := make([]float32, c.nq)
 				tensor.SquaredNorms(qn, q, c.d)
+				// Reference ranking of each query: keys as Flat ranks by,
+				// ties by smaller id.
+				key := make([]float32, c.nq*c.n)
+				order := make([][]int, c.nq)
+				for i := range c.nq {
+					row, kr := full[i*c.n:(i+1)*c.n], key[i*c.n:(i+1)*c.n]
+					order[i] = make([]int, c.n)
+					for j, v := range row {
+						kr[j] = v
+						if m == L2 {
+							kr[j] = 2*v - norms[j] - qn[i]
+						}
+						order[i][j] = j
+					}
+					sort.Slice(order[i], func(a, b int) bool {
+						ja, jb := order[i][a], order[i][b]
+						if kr[ja] != kr[jb] {
+							return kr[ja] > kr[jb]
+						}
+						return ids[ja] < ids[jb]
+					})
+				}
 				for th := 1; th <= 3; th++ {
 					scores, got, err := f.Search(q, c.k, &SearchParams{Threads: th})
 					if err != nil {
 						t.Fatal(err)
 					}
 					for i := range c.nq {
-						row := full[i*c.n : (i+1)*c.n]
-						key := make([]float32, c.n)
-						order := make([]int, c.n)
-						for j, v := range row {
-							key[j] = v
-							if m == L2 {
-								key[j] = 2*v - norms[j] - qn[i]
-							}
-							order[j] = j
-						}
-						sort.Slice(order, func(a, b int) bool {
-							ja, jb := order[a], order[b]
-							if key[ja] != key[jb] {
-								return key[ja] > key[jb]
-							}
-							return ids[ja] < ids[jb]
-						})
 						for r := range c.k {
 							gi, gs := got[i*c.k+r], scores[i*c.k+r]
 							if r >= c.n {
@@ -77,8 +81,8 @@ func TestFlatGEMMMatchesMatMulT(t *testing.T) {
 								}
 								continue
 							}
-							j := order[r]
-							want := key[j]
+							j := order[i][r]
+							want := key[i*c.n+j]
 							if m == L2 {
 								want = max(-want, 0)
 							}
