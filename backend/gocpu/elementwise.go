@@ -288,6 +288,9 @@ func (b *Builder) binary(op backends.OpType, lhs, rhs backends.Op, replay func(s
 		o, err := replay(sb, in[0], in[1])
 		return []backends.Op{o}, err
 	}
+	if op, ok, err := b.fuseBinary(op, vs[0], vs[1]); ok || err != nil {
+		return op, err
+	}
 	if !b.backend.plain {
 		for i := range 2 {
 			if f, ok := b.foldBroadcast(vs[i], vs[1-i]); ok {
@@ -543,6 +546,11 @@ func (b *Builder) reduce(op backends.OpType, x backends.Op, axes []int, replay f
 	if plan == nil {
 		return b.addShadowNode(&node{kind: kindDelegate, opType: op, inputs: vs, replay: oneResult(replay)}, so)
 	}
+	red := make([]int, len(axes))
+	for i, a := range axes {
+		red[i] = (a + vs[0].shape.Rank()) % max(vs[0].shape.Rank(), 1)
+	}
+	slices.Sort(red)
 	isMax := op == backends.OpTypeReduceMax
 	exec := func(be *Backend, in []backends.Buffer, _ []bool) (backends.Buffer, int, error) {
 		xv, err := f32Data(be, in[0])
@@ -589,7 +597,7 @@ func (b *Builder) reduce(op backends.OpType, x backends.Op, axes []int, replay f
 		})
 		return buf, -1, nil
 	}
-	return b.addShadowNode(&node{kind: kindCustom, opType: op, inputs: vs, exec: exec}, so)
+	return b.addShadowNode(&node{kind: kindCustom, opType: op, inputs: vs, exec: exec, reduceAxes: red}, so)
 }
 
 // sumRun adds x with eight interleaved partial sums.

@@ -197,6 +197,9 @@ func (b *Builder) plan(outs []*value) (*Executable, error) {
 		for _, n := range byStage[s] {
 			if n.kind == kindCustom {
 				st := step{custom: n.exec, name: n.opType.String(), out: []int{n.outs[0].id}, elems: n.outs[0].shape.Size()}
+				if n.label != "" {
+					st.name = n.label
+				}
 				for _, in := range n.inputs {
 					st.in = append(st.in, in.id)
 				}

@@ -109,9 +109,30 @@ func attend(c *Config, q, keys, values, bias *graph.Node) *graph.Node {
 	scores = graph.Add(scores, graph.Reshape(bias, b, 1, 1, t, s))
 	// The softmax runs in float32 whatever the activations' dtype (Hugging
 	// Face's eager attention: softmax(…, dtype=float32).to(q.dtype)).
-	probs := graph.ConvertDType(graph.Softmax(graph.ConvertDType(scores, dtypes.Float32), -1), q.DType()) // [B, k, r, T, S]
+	probs := graph.ConvertDType(softmax(graph.ConvertDType(scores, dtypes.Float32)), q.DType()) // [B, k, r, T, S]
 	out := graph.Einsum("bkrts,bkhs->btkrh", probs, values)                                               // [B, T, k, r, h]
 	return graph.Reshape(out, b, t, kv*r*h)                                                               // [B, T, H·h]
+}
+
+// softmax is graph.Softmax(x, -1) with its gradient written directly,
+//
+//	p = softmax(x),   ∂L/∂x = p ⊙ (g − Σ_last g⊙p)   for g = ∂L/∂p,
+//
+// where GoMLX's own VJP of graph.Softmax differentiates through its
+// division and exponential (seven elementwise ops over the whole tensor).
+// The gradient reaches x through a straight-through term: the value is
+// p + (x − x), with the second x and p's input behind StopGradient, and
+// the custom VJP of the identity around it returns the expression above.
+// The gocpu backend runs the forward chain and the gradient each as one
+// fused kernel (tensor.SoftmaxRows, SoftmaxGradRows; backend/gocpu/
+// fuse_softmax.go) and drops the zero term; other backends compute it, so
+// x must be finite (attention's masked scores are −1e30, not −Inf).
+func softmax(x *graph.Node) *graph.Node {
+	p := graph.Softmax(graph.StopGradient(x), -1)
+	zero := graph.Sub(x, graph.StopGradient(x))
+	return graph.IdentityWithCustomGradient(graph.Add(p, zero), func(_, g *graph.Node) *graph.Node {
+		return graph.Mul(p, graph.Sub(g, graph.ReduceAndKeep(graph.Mul(g, p), graph.ReduceSum, -1)))
+	})
 }
 
 // attentionFn computes the attention output [B, T, H·h] of layer l from
