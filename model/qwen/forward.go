@@ -110,8 +110,8 @@ func attend(c *Config, q, keys, values, bias *graph.Node) *graph.Node {
 	// The softmax runs in float32 whatever the activations' dtype (Hugging
 	// Face's eager attention: softmax(…, dtype=float32).to(q.dtype)).
 	probs := graph.ConvertDType(softmax(graph.ConvertDType(scores, dtypes.Float32)), q.DType()) // [B, k, r, T, S]
-	out := graph.Einsum("bkrts,bkhs->btkrh", probs, values)                                               // [B, T, k, r, h]
-	return graph.Reshape(out, b, t, kv*r*h)                                                               // [B, T, H·h]
+	out := graph.Einsum("bkrts,bkhs->btkrh", probs, values)                                     // [B, T, k, r, h]
+	return graph.Reshape(out, b, t, kv*r*h)                                                     // [B, T, H·h]
 }
 
 // softmax is graph.Softmax(x, -1) with its gradient written directly,
