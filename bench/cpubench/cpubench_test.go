@@ -16,6 +16,7 @@ import (
 
 	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/backend/gocpu"
+	"github.com/cas-engine/cas/internal/cputime"
 	"github.com/cas-engine/cas/model/qwen"
 )
 
@@ -333,12 +334,14 @@ func BenchmarkQwen(b *testing.B) {
 			if _, err := m.Logits(ids, mask, batch, seqLen); err != nil {
 				b.Fatal(err)
 			}
+			cpu0 := cputime.Process()
 			for b.Loop() {
 				if _, err := m.Logits(ids, mask, batch, seqLen); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.ReportMetric(float64(b.N*batch*seqLen)/b.Elapsed().Seconds(), "tok/s")
+			b.ReportMetric((cputime.Process()-cpu0).Seconds()/float64(b.N), "cpu-s/op")
 		})
 		b.Run(ms.Name+"/trainstep/gocpu", func(b *testing.B) {
 			tr, err := NewTrainer(m, 1e-4)
@@ -348,11 +351,14 @@ func BenchmarkQwen(b *testing.B) {
 			if _, err := tr.Step(ids, batch, seqLen); err != nil {
 				b.Fatal(err)
 			}
+			cpu0 := cputime.Process()
 			for b.Loop() {
 				if _, err := tr.Step(ids, batch, seqLen); err != nil {
 					b.Fatal(err)
 				}
 			}
+			// CPU time is steadier than wall time on a shared machine.
+			b.ReportMetric((cputime.Process()-cpu0).Seconds()/float64(b.N), "cpu-s/op")
 		})
 		plain, err := simplego.New("")
 		if err != nil {
