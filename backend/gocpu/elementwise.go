@@ -647,6 +647,9 @@ func (b *Builder) Transpose(x backends.Op, permutation ...int) (backends.Op, err
 	if b.backend.plain {
 		return b.addShadowNode(&node{kind: kindDelegate, opType: backends.OpTypeTranspose, inputs: vs, replay: replay}, so)
 	}
+	if isIdentityPerm(perm) {
+		return vs[0], nil // GoMLX's DotGeneral gradient emits these
+	}
 	dims := slices.Clone(vs[0].shape.Dimensions)
 	exec := func(be *Backend, in []backends.Buffer, _ []bool) (backends.Buffer, int, error) {
 		src, buf, flat, err := be.srcAndOut(in[0], out)
@@ -659,6 +662,16 @@ func (b *Builder) Transpose(x backends.Op, permutation ...int) (backends.Op, err
 		return buf, -1, nil
 	}
 	return b.addShadowNode(&node{kind: kindCustom, opType: backends.OpTypeTranspose, inputs: vs, exec: exec}, so)
+}
+
+// isIdentityPerm reports whether perm leaves every axis in place.
+func isIdentityPerm(perm []int) bool {
+	for i, p := range perm {
+		if p != i {
+			return false
+		}
+	}
+	return true
 }
 
 // permuteAny is permute over flat slices of any element type (by size).
@@ -863,6 +876,9 @@ func (b *Builder) Reshape(x backends.Op, dims ...int) (backends.Op, error) {
 	vs, so, existing, out, err := b.shadowUnary("Reshape", x, one)
 	if err != nil || existing != nil {
 		return existing, err
+	}
+	if !b.backend.plain && slices.Equal(dims, vs[0].shape.Dimensions) {
+		return vs[0], nil // to its own shape: nothing to do
 	}
 	if b.backend.plain || out.Size() > smallReshape || vs[0].node.kind != kindCustom {
 		return b.addShadowNode(&node{kind: kindDelegate, opType: backends.OpTypeReshape, inputs: vs, replay: replay}, so)

@@ -482,7 +482,7 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, _ backends
 			release()
 			return nil, fmt.Errorf("%s: output #%d was not computed", e.name, i)
 		}
-		if owned[s] {
+		if owned[s] && !slices.Contains(e.outSlots[i+1:], s) { // else a copy for all but the last
 			res[i], vals[s], owned[s] = v, nil, false
 			continue
 		}
