@@ -43,7 +43,8 @@ func (b *Builder) Identity(x backends.Op) (backends.Op, error) {
 }
 
 // fuseBinary applies the softmax rewrites to Add, Mul and Div of float32
-// operands; ok reports whether it did.
+// operands, and the SwiGLU ones (fuse_swiglu.go) to Mul; ok reports whether
+// it did.
 func (b *Builder) fuseBinary(op backends.OpType, lhs, rhs *value) (backends.Op, bool, error) {
 	if b.backend.plain || lhs.shape.DType != dtypes.Float32 || rhs.shape.DType != dtypes.Float32 {
 		return nil, false, nil
@@ -63,6 +64,9 @@ func (b *Builder) fuseBinary(op backends.OpType, lhs, rhs *value) (backends.Op, 
 			return op, true, err
 		}
 	case backends.OpTypeMul:
+		if op, ok, err := b.fuseSwiGLU(lhs, rhs); ok || err != nil {
+			return op, ok, err
+		}
 		for i, v := range [2]*value{lhs, rhs} {
 			p := [2]*value{rhs, lhs}[i]
 			if g := softmaxGradInput(v, p); g != nil {

@@ -55,6 +55,31 @@ func rmsNorm(x, w *graph.Node, eps float64) *graph.Node {
 // silu is x·σ(x), the gate activation of the SwiGLU MLP (Shazeer 2020).
 func silu(x *graph.Node) *graph.Node { return graph.Mul(x, graph.Logistic(x)) }
 
+// swiglu is the MLP's activation silu(gate) ⊙ up with its gradients
+// written directly, for v = ∂L/∂y:
+//
+//	∂L/∂up = v ⊙ silu(gate),   ∂L/∂gate = v ⊙ up ⊙ silu′(gate),
+//	silu′(g) = σ + g·(σ − σ²),   σ = σ(g),
+//
+// where GoMLX's VJP differentiates through the products and σ (about a
+// dozen elementwise ops). Each gradient reaches its input through its own
+// straight-through term (x − x, the second x behind StopGradient) whose
+// identity carries the custom VJP. The gocpu backend runs the forward and
+// each gradient as one fused kernel (tensor.MulSilu, SiluGradMul;
+// backend/gocpu/fuse_swiglu.go) and drops the zero terms.
+func swiglu(gate, up *graph.Node) *graph.Node {
+	g, u := graph.StopGradient(gate), graph.StopGradient(up)
+	y := graph.Mul(u, silu(g))
+	toGate := graph.IdentityWithCustomGradient(graph.Sub(gate, g), func(_, v *graph.Node) *graph.Node {
+		s := graph.Logistic(g)
+		return graph.Mul(graph.Mul(v, u), graph.Add(s, graph.Mul(g, graph.Sub(s, graph.Mul(s, s)))))
+	})
+	toUp := graph.IdentityWithCustomGradient(graph.Sub(up, u), func(_, v *graph.Node) *graph.Node {
+		return graph.Mul(v, silu(g))
+	})
+	return graph.Add(graph.Add(y, toGate), toUp)
+}
+
 // ropeTables returns cos and sin [B, T, 1, h] of the rotary embedding (Su et
 // al. 2021) at positions pos [B, T]: angle(p, i) = p · θ^(−2i/h) for
 // i < h/2, repeated for both halves of the head (Hugging Face's layout).
@@ -160,7 +185,7 @@ func decoder(c *Config, w *weights, ids, pos *graph.Node, attention attentionFn)
 		q, k = applyRope(q, cos, sin), applyRope(k, cos, sin)
 		x = graph.Add(x, linear(attention(l, q, k, v), lw.O, lw.OBias))
 		n2 := rmsNorm(x, lw.PostNorm, eps)
-		x = graph.Add(x, linear(graph.Mul(silu(linear(n2, lw.Gate, nil)), linear(n2, lw.Up, nil)), lw.Down, nil))
+		x = graph.Add(x, linear(swiglu(linear(n2, lw.Gate, nil), linear(n2, lw.Up, nil)), lw.Down, nil))
 	}
 	return rmsNorm(x, w.Norm, eps)
 }
