@@ -34,7 +34,8 @@ func (b *Builder) ReduceSum(x backends.Op, axes ...int) (backends.Op, error) {
 }
 
 // fuseReduceSumMul applies the rewrite of ReduceSum when x is such a
-// product and it pays (the product is at least 4 times larger than either
+// product and it pays, or computes a sum over the last axis of a product of
+// two operands of one shape as row dot products (rowDotsOp, fuse_rmsnorm.go) (the product is at least 4 times larger than either
 // operand, or the right operand is tiny); ok reports whether it did.
 func (b *Builder) fuseReduceSumMul(x backends.Op, axes []int) (backends.Op, bool, error) {
 	v, isValue := x.(*value)
@@ -51,6 +52,10 @@ func (b *Builder) fuseReduceSumMul(x backends.Op, axes []int) (backends.Op, bool
 	if !fastDType(out.DType) || lhs.shape.DType != out.DType || rhs.shape.DType != out.DType ||
 		lhs.shape.Rank() != rank || rhs.shape.Rank() != rank {
 		return nil, false, nil
+	}
+	if out.DType == dtypes.Float32 && lhs.shape.Equal(out) && rhs.shape.Equal(out) && len(axes) == 1 && (axes[0] == rank-1 || axes[0] == -1) {
+		op, err := b.rowDotsOp(lhs, rhs)
+		return op, true, err
 	}
 	// A tiny right operand (RoPE's 2×2 rotation in the gradient of
 	// rotate_half) may make a tinyPlan product, which pays at any size

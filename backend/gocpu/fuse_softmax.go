@@ -43,8 +43,8 @@ func (b *Builder) Identity(x backends.Op) (backends.Op, error) {
 }
 
 // fuseBinary applies the softmax rewrites to Add, Mul and Div of float32
-// operands, and the SwiGLU ones (fuse_swiglu.go) to Mul; ok reports whether
-// it did.
+// operands, and the SwiGLU and RMSNorm-gradient ones (fuse_swiglu.go,
+// fuse_rmsnorm.go) to Mul; ok reports whether it did.
 func (b *Builder) fuseBinary(op backends.OpType, lhs, rhs *value) (backends.Op, bool, error) {
 	if b.backend.plain || lhs.shape.DType != dtypes.Float32 || rhs.shape.DType != dtypes.Float32 {
 		return nil, false, nil
@@ -65,6 +65,9 @@ func (b *Builder) fuseBinary(op backends.OpType, lhs, rhs *value) (backends.Op, 
 		}
 	case backends.OpTypeMul:
 		if op, ok, err := b.fuseSwiGLU(lhs, rhs); ok || err != nil {
+			return op, ok, err
+		}
+		if op, ok, err := b.fuseRMSNormGrad(lhs, rhs); ok || err != nil {
 			return op, ok, err
 		}
 		for i, v := range [2]*value{lhs, rhs} {
@@ -137,11 +140,7 @@ func softmaxGradInput(v, p *value) *value {
 	if !g.shape.Equal(p.shape) || !keptShape(s.shape, p.shape) {
 		return nil
 	}
-	prod := lastAxisReduction(s, backends.OpTypeReduceSum)
-	if prod == nil || prod.node.opType != backends.OpTypeMul || len(prod.node.inputs) != 2 {
-		return nil
-	}
-	a, c := prod.node.inputs[0], prod.node.inputs[1]
+	a, c := rowDotOperands(s)
 	if (a == g && c == p) || (a == p && c == g) {
 		return g
 	}
@@ -203,4 +202,20 @@ func (b *Builder) addLabeled(label string, vs []*value, out shapes.Shape, exec c
 	}
 	op.(*value).node.label = label
 	return op, nil
+}
+
+// rowDotOperands returns a and b when v = Reshape…(Σ_last a⊙b), as row dot
+// products (rowDotsOp) or as ReduceSum(Mul(a, b), last); nil otherwise.
+func rowDotOperands(v *value) (a, b *value) {
+	for v.node.opType == backends.OpTypeReshape && len(v.node.inputs) == 1 {
+		v = v.node.inputs[0]
+	}
+	if n := v.node; n.label == "RowDots" && len(n.inputs) == 2 {
+		return n.inputs[0], n.inputs[1]
+	}
+	prod := lastAxisReduction(v, backends.OpTypeReduceSum)
+	if prod == nil || prod.node.opType != backends.OpTypeMul || len(prod.node.inputs) != 2 {
+		return nil, nil
+	}
+	return prod.node.inputs[0], prod.node.inputs[1]
 }

@@ -45,11 +45,31 @@ func linear(x, w, b *graph.Node) *graph.Node {
 // Face does for bfloat16 models. x [..., n], w [n].
 func rmsNorm(x, w *graph.Node, eps float64) *graph.Node {
 	dt := x.DType()
-	x = graph.ConvertDType(x, dtypes.Float32)
-	ms := graph.ReduceAndKeep(graph.Square(x), graph.ReduceMean, -1)
-	y := graph.Div(x, graph.Sqrt(graph.AddScalar(ms, eps))) // Rsqrt has no gradient in GoMLX v0.26
-	y = graph.ConvertDType(y, dt)
+	y := graph.ConvertDType(rmsNormalize(graph.ConvertDType(x, dtypes.Float32), eps), dt)
 	return graph.Mul(y, graph.ExpandLeftToRank(graph.ConvertDType(w, dt), y.Rank()))
+}
+
+// rmsNormalize is RMSNorm's normalisation over the last axis with its
+// gradient written directly, for g = ∂L/∂y:
+//
+//	y = x·r,   r = 1/√(mean(x²) + eps),   ∂L/∂x = r·(g − y·mean(g⊙y)),
+//
+// where GoMLX's VJP differentiates through the division, the square root
+// and the square (about seven elementwise ops over the whole tensor). The
+// gradient reaches x through a straight-through term as in softmax. The
+// gocpu backend computes Σ x² and Σ g⊙y as row dot products and the
+// gradient in one pass (tensor.RowDots, RMSNormGradRows;
+// backend/gocpu/fuse_rmsnorm.go).
+func rmsNormalize(x *graph.Node, eps float64) *graph.Node {
+	xs := graph.StopGradient(x)
+	ms := graph.ReduceAndKeep(graph.Square(xs), graph.ReduceMean, -1)
+	y := graph.Div(xs, graph.Sqrt(graph.AddScalar(ms, eps)))
+	zero := graph.Sub(x, xs)
+	return graph.IdentityWithCustomGradient(graph.Add(y, zero), func(_, g *graph.Node) *graph.Node {
+		r := graph.Rsqrt(graph.AddScalar(ms, eps))
+		c := graph.ReduceAndKeep(graph.Mul(g, y), graph.ReduceMean, -1)
+		return graph.Mul(r, graph.Sub(g, graph.Mul(y, c)))
+	})
 }
 
 // silu is x·σ(x), the gate activation of the SwiGLU MLP (Shazeer 2020).

@@ -10,116 +10,118 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 )
 
-// TestSoftmaxGradient: softmax (the custom VJP p ⊙ (g − Σ g⊙p) behind a
-// straight-through term) equals graph.Softmax and GoMLX's own gradient of
-// it, on the pure-Go backend (which computes the zero term) and on this
-// package's backend (gocpu, which fuses both), with masked −1e30 scores.
-func TestSoftmaxGradient(t *testing.T) {
+// checkCustomVJP evaluates fused (a function with a custom VJP) and ref
+// (the same function for GoMLX's own VJP) of the inputs, and the gradient
+// of a loss whose adjoint varies, with respect to every input: fused on
+// the pure-Go backend (which computes the straight-through zero terms)
+// and on this package's backend (gocpu, which fuses the kernels) must equal
+// ref on the pure-Go backend to float32 rounding (tol relative to each
+// output's largest entry).
+func checkCustomVJP(t *testing.T, fused, ref func(in []*graph.Node) *graph.Node, tol float64, in ...*tensors.Tensor) {
+	t.Helper()
 	plain, err := simplego.New("")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := rand.New(rand.NewPCG(2, 3))
-	const rows, n = 6, 37
-	x, w := make([]float32, rows*n), make([]float32, rows*n)
-	for i := range x {
-		x[i], w[i] = float32(r.NormFloat64()*3), float32(r.NormFloat64())
-		if i%7 == 2 {
-			x[i] = maskedScore
-		}
-	}
-	eval := func(fused, gocpu bool) [][]float32 {
-		fn := func(x, w *graph.Node) []*graph.Node {
-			var p *graph.Node
-			if fused {
-				p = softmax(x)
-			} else {
-				p = graph.Softmax(x, -1)
-			}
-			loss := graph.ReduceAllSum(graph.Mul(graph.Mul(p, w), graph.Cos(p)))
-			return []*graph.Node{p, graph.Gradient(loss, x)[0]}
+	eval := func(f func(in []*graph.Node) *graph.Node, gocpu bool) [][]float32 {
+		fn := func(in []*graph.Node) []*graph.Node {
+			y := f(in)
+			w := graph.Cos(graph.IotaFull(y.Graph(), y.Shape()))
+			loss := graph.ReduceAllSum(graph.Mul(graph.Mul(y, w), graph.Cos(y)))
+			return append([]*graph.Node{y}, graph.Gradient(loss, in...)...)
 		}
 		exec := graph.MustNewExec(plain, fn)
 		if gocpu {
 			exec = graph.MustNewExec(newBackend(t), fn)
 		}
-		outs := exec.MustExec(tensors.FromFlatDataAndDimensions(x, 2, 3, n), tensors.FromFlatDataAndDimensions(w, 2, 3, n))
+		args := make([]any, len(in))
+		for i, x := range in {
+			c, err := x.LocalClone() // a tensor binds to the first backend using it
+			if err != nil {
+				t.Fatal(err)
+			}
+			args[i] = c
+		}
+		outs := exec.MustExec(args...)
 		res := make([][]float32, len(outs))
 		for i, o := range outs {
 			res[i] = tensors.MustCopyFlatData[float32](o)
 		}
 		return res
 	}
-	want := eval(false, false)
-	for _, c := range []struct {
-		name  string
-		gocpu bool
-	}{{"simplego", false}, {"gocpu", true}} {
-		got := eval(true, c.gocpu)
-		for o, name := range []string{"softmax", "gradient"} {
+	want := eval(ref, false)
+	for _, gocpu := range []bool{false, true} {
+		got := eval(fused, gocpu)
+		for o := range want {
 			scale := 0.0
 			for _, v := range want[o] {
 				scale = max(scale, math.Abs(float64(v)))
 			}
 			for i := range want[o] {
-				if d := math.Abs(float64(got[o][i] - want[o][i])); d > 1e-5*scale || math.IsNaN(float64(got[o][i])) {
-					t.Fatalf("%s: %s[%d] = %g, want %g", c.name, name, i, got[o][i], want[o][i])
+				if d := math.Abs(float64(got[o][i] - want[o][i])); d > tol*scale || math.IsNaN(float64(got[o][i])) {
+					t.Fatalf("gocpu=%v: output %d (0: value, then gradients) [%d] = %g, want %g", gocpu, o, i, got[o][i], want[o][i])
 				}
 			}
 		}
 	}
 }
 
-// TestSwiGLUGradient: swiglu (custom VJPs behind straight-through terms)
-// equals silu(gate) ⊙ up and GoMLX's own gradients of it, on the pure-Go
-// backend and on gocpu (which fuses the forward and both gradients).
+func randInput(r *rand.Rand, scale float64, dims ...int) *tensors.Tensor {
+	n := 1
+	for _, d := range dims {
+		n *= d
+	}
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(r.NormFloat64() * scale)
+	}
+	return tensors.FromFlatDataAndDimensions(x, dims...)
+}
+
+// TestSoftmaxGradient: softmax equals graph.Softmax and GoMLX's gradient
+// of it, with masked (−1e30) scores.
+func TestSoftmaxGradient(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 3))
+	x := randInput(r, 3, 2, 3, 37)
+	x.MutableFlatData(func(flat any) {
+		for i, f := 0, flat.([]float32); i < len(f); i += 7 {
+			f[i] = maskedScore
+		}
+	})
+	checkCustomVJP(t,
+		func(in []*graph.Node) *graph.Node { return softmax(in[0]) },
+		func(in []*graph.Node) *graph.Node { return graph.Softmax(in[0], -1) },
+		1e-5, x)
+}
+
+// TestSwiGLUGradient: swiglu equals silu(gate) ⊙ up and GoMLX's gradients
+// of it with respect to both inputs.
 func TestSwiGLUGradient(t *testing.T) {
-	plain, err := simplego.New("")
-	if err != nil {
-		t.Fatal(err)
-	}
 	r := rand.New(rand.NewPCG(2, 4))
-	const n = 3 * 5 * 41
-	gate, up, w := make([]float32, n), make([]float32, n), make([]float32, n)
-	for i := range gate {
-		gate[i], up[i], w[i] = float32(r.NormFloat64()*3), float32(r.NormFloat64()), float32(r.NormFloat64())
-	}
-	eval := func(fused, gocpu bool) [][]float32 {
-		fn := func(gate, up, w *graph.Node) []*graph.Node {
-			var y *graph.Node
-			if fused {
-				y = swiglu(gate, up)
-			} else {
-				y = graph.Mul(silu(gate), up)
-			}
-			loss := graph.ReduceAllSum(graph.Mul(graph.Mul(y, w), graph.Cos(y)))
-			return append([]*graph.Node{y}, graph.Gradient(loss, gate, up)...)
-		}
-		exec := graph.MustNewExec(plain, fn)
-		if gocpu {
-			exec = graph.MustNewExec(newBackend(t), fn)
-		}
-		in := func(x []float32) *tensors.Tensor { return tensors.FromFlatDataAndDimensions(x, 3, 5, 41) }
-		outs := exec.MustExec(in(gate), in(up), in(w))
-		res := make([][]float32, len(outs))
-		for i, o := range outs {
-			res[i] = tensors.MustCopyFlatData[float32](o)
-		}
-		return res
-	}
-	want := eval(false, false)
-	for _, gocpu := range []bool{false, true} {
-		got := eval(true, gocpu)
-		for o, name := range []string{"swiglu", "gate gradient", "up gradient"} {
-			scale := 0.0
-			for _, v := range want[o] {
-				scale = max(scale, math.Abs(float64(v)))
-			}
-			for i := range want[o] {
-				if d := math.Abs(float64(got[o][i] - want[o][i])); d > 2e-6*scale || math.IsNaN(float64(got[o][i])) {
-					t.Fatalf("gocpu=%v: %s[%d] = %g, want %g", gocpu, name, i, got[o][i], want[o][i])
-				}
-			}
-		}
-	}
+	checkCustomVJP(t,
+		func(in []*graph.Node) *graph.Node { return swiglu(in[0], in[1]) },
+		func(in []*graph.Node) *graph.Node { return graph.Mul(silu(in[0]), in[1]) },
+		2e-6, randInput(r, 3, 3, 5, 41), randInput(r, 1, 3, 5, 41))
+}
+
+// TestRMSNormalizeGradient: rmsNormalize equals x / √(mean(x²) + ε) and
+// GoMLX's gradient of it, and rmsNorm's weight gradient is unchanged.
+func TestRMSNormalizeGradient(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 5))
+	const eps = 1e-6
+	checkCustomVJP(t,
+		func(in []*graph.Node) *graph.Node { return rmsNormalize(in[0], eps) },
+		func(in []*graph.Node) *graph.Node {
+			ms := graph.ReduceAndKeep(graph.Square(in[0]), graph.ReduceMean, -1)
+			return graph.Div(in[0], graph.Sqrt(graph.AddScalar(ms, eps)))
+		},
+		2e-6, randInput(r, 2, 4, 3, 64))
+	checkCustomVJP(t,
+		func(in []*graph.Node) *graph.Node { return rmsNorm(in[0], in[1], eps) },
+		func(in []*graph.Node) *graph.Node {
+			ms := graph.ReduceAndKeep(graph.Square(in[0]), graph.ReduceMean, -1)
+			y := graph.Div(in[0], graph.Sqrt(graph.AddScalar(ms, eps)))
+			return graph.Mul(y, graph.ExpandLeftToRank(in[1], y.Rank()))
+		},
+		2e-6, randInput(r, 2, 2, 5, 48), randInput(r, 1, 48))
 }
