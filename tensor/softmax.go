@@ -21,7 +21,9 @@ const softmaxMinElems = 1 << 15
 // normalised; the division is a product by the reciprocal of the sum, so
 // results differ from the division by at most 1 ulp). A row holding NaN,
 // or +Inf, gives NaNs, as the unfused graph does. Rows are split over up
-// to workers goroutines (≤ 0: GOMAXPROCS).
+// to workers goroutines (≤ 0: GOMAXPROCS). Softmax (norm.go) is the
+// sampler's one-row softmax, with a float64 sum and a uniform result for
+// an all −Inf row; this one reproduces the model graph's.
 func SoftmaxRows(dst, x []float32, n, workers int) {
 	rows := softmaxRows("SoftmaxRows", len(dst), len(x), n)
 	if rows == 0 {

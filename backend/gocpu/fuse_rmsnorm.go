@@ -13,8 +13,8 @@ import (
 //     products (tensor.RowDots) without the product (RMSNorm's Σ x² in
 //     the forward pass, Σ g⊙y in its gradient);
 //   - Mul(r, Sub(g, Mul(y, c))) with r, c of g's shape but a last axis of
-//     1: the RMSNorm input gradient r ⊙ (g − y ⊙ c) as model/qwen's
-//     rmsNormalize writes it (tensor.RMSNormGradRows), one pass instead
+//     1: the RMSNorm input gradient r ⊙ (g − y ⊙ c) as model/vjp's
+//     RMSNormalize writes it (tensor.RMSNormGradRows), one pass instead
 //     of three.
 
 // rowDotsOp records Σ_last a⊙b for a, b of one float32 shape.

@@ -8,21 +8,9 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
-)
 
-// straightThroughRMSNormalize is model/qwen's rmsNormalize: x/√(mean(x²)+ε)
-// with the custom VJP r ⊙ (g − y ⊙ mean(g⊙y)) behind a straight-through
-// term: the pattern fuse_rmsnorm.go routes.
-func straightThroughRMSNormalize(x *graph.Node, eps float64) *graph.Node {
-	xs := graph.StopGradient(x)
-	ms := graph.ReduceAndKeep(graph.Square(xs), graph.ReduceMean, -1)
-	y := graph.Div(xs, graph.Sqrt(graph.AddScalar(ms, eps)))
-	return graph.IdentityWithCustomGradient(graph.Add(y, graph.Sub(x, xs)), func(_, g *graph.Node) *graph.Node {
-		r := graph.Rsqrt(graph.AddScalar(ms, eps))
-		c := graph.ReduceAndKeep(graph.Mul(g, y), graph.ReduceMean, -1)
-		return graph.Mul(r, graph.Sub(g, graph.Mul(y, c)))
-	})
-}
+	"github.com/cas-engine/cas/model/vjp"
+)
 
 // TestFusedRMSNorm: Σ x² and Σ g⊙y run as row dot products and the input
 // gradient as one RMSNormGrad step, equal to simplego's evaluation of
@@ -40,7 +28,7 @@ func TestFusedRMSNorm(t *testing.T) {
 				return func(in []*graph.Node) []*graph.Node {
 					var y *graph.Node
 					if custom {
-						y = straightThroughRMSNormalize(in[0], eps)
+						y = vjp.RMSNormalize(in[0], eps)
 					} else {
 						ms := graph.ReduceAndKeep(graph.Square(in[0]), graph.ReduceMean, -1)
 						y = graph.Div(in[0], graph.Sqrt(graph.AddScalar(ms, eps)))

@@ -16,7 +16,7 @@ import (
 //   - forward, graph.Softmax(x, -1):
 //     Div(e, Reshape(ReduceSum(e, last))) with e = Exp(Sub(x, Reshape(ReduceMax(x, last))))
 //     (the max behind a StopGradient, whose Identity this backend drops);
-//   - gradient, as model/qwen's softmax writes it (its custom VJP):
+//   - gradient, as model/vjp's Softmax writes it (its custom VJP):
 //     Mul(p, Sub(g, Reshape(ReduceSum(Mul(g, p), last)))), dx = p ⊙ (g − Σ g⊙p);
 //   - the straight-through term that carries that gradient, p + (x − x)
 //     with the second x behind a StopGradient: Add(p, Sub(x, x)) is p (it

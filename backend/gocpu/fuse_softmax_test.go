@@ -8,18 +8,9 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
-)
 
-// straightThroughSoftmax is the softmax as model/qwen's forward.go writes
-// it (graph.Softmax with the custom VJP p ⊙ (g − Σ g⊙p) carried by the
-// straight-through term p + (x − x)): the pattern fuse_softmax.go routes.
-func straightThroughSoftmax(x *graph.Node) *graph.Node {
-	p := graph.Softmax(graph.StopGradient(x), -1)
-	zero := graph.Sub(x, graph.StopGradient(x))
-	return graph.IdentityWithCustomGradient(graph.Add(p, zero), func(_, g *graph.Node) *graph.Node {
-		return graph.Mul(p, graph.Sub(g, graph.ReduceAndKeep(graph.Mul(g, p), graph.ReduceSum, -1)))
-	})
-}
+	"github.com/cas-engine/cas/model/vjp"
+)
 
 // TestFusedSoftmax: the softmax and its gradient run as one fused kernel
 // each (the plan has Softmax and SoftmaxGrad steps and no Exp, Div or Sub
@@ -48,7 +39,7 @@ func TestFusedSoftmax(t *testing.T) {
 				fn := func(in []*graph.Node) []*graph.Node {
 					var p *graph.Node
 					if custom {
-						p = straightThroughSoftmax(in[0])
+						p = vjp.Softmax(in[0])
 					} else {
 						p = graph.Softmax(in[0], -1)
 					}

@@ -10,8 +10,8 @@ import (
 //
 //   - a · silu(g), Mul(a, Mul(g, Logistic(g))) in either order: the MLP's
 //     forward silu(gate) ⊙ up, and its gradient with respect to up as
-//     model/qwen's swiglu writes it (v ⊙ silu(gate));
-//   - the gradient with respect to the gate as swiglu writes it,
+//     model/vjp's SwiGLU writes it (v ⊙ silu(gate));
+//   - the gradient with respect to the gate as vjp.SwiGLU writes it,
 //     Mul(Mul(v, u), Add(s, Mul(g, Sub(s, Mul(s, s))))) with s = Logistic(g),
 //     that is v ⊙ u ⊙ silu′(g).
 //

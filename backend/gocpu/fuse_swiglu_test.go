@@ -8,24 +8,9 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
-)
 
-// straightThroughSwiGLU is model/qwen's swiglu: silu(gate) ⊙ up with the
-// custom VJPs v ⊙ silu(gate) and v ⊙ up ⊙ silu′(gate), each behind its own
-// straight-through term: the pattern fuse_swiglu.go routes.
-func straightThroughSwiGLU(gate, up *graph.Node) *graph.Node {
-	silu := func(x *graph.Node) *graph.Node { return graph.Mul(x, graph.Logistic(x)) }
-	g, u := graph.StopGradient(gate), graph.StopGradient(up)
-	y := graph.Mul(u, silu(g))
-	toGate := graph.IdentityWithCustomGradient(graph.Sub(gate, g), func(_, v *graph.Node) *graph.Node {
-		s := graph.Logistic(g)
-		return graph.Mul(graph.Mul(v, u), graph.Add(s, graph.Mul(g, graph.Sub(s, graph.Mul(s, s)))))
-	})
-	toUp := graph.IdentityWithCustomGradient(graph.Sub(up, u), func(_, v *graph.Node) *graph.Node {
-		return graph.Mul(v, silu(g))
-	})
-	return graph.Add(graph.Add(y, toGate), toUp)
-}
+	"github.com/cas-engine/cas/model/vjp"
+)
 
 // TestFusedSwiGLU: the SwiGLU forward and both gradients run as fused
 // kernels (MulSilu twice, SiluGradMul once, no Logistic), equal to
@@ -41,7 +26,7 @@ func TestFusedSwiGLU(t *testing.T) {
 				return func(in []*graph.Node) []*graph.Node {
 					var y *graph.Node
 					if custom {
-						y = straightThroughSwiGLU(in[0], in[1])
+						y = vjp.SwiGLU(in[0], in[1])
 					} else {
 						y = graph.Mul(graph.Mul(in[0], graph.Logistic(in[0])), in[1])
 					}

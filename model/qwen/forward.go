@@ -22,6 +22,8 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/ml/context"
+
+	"github.com/cas-engine/cas/model/vjp"
 )
 
 // maskedScore is the score given to disallowed (future or padded) keys. It
@@ -45,59 +47,8 @@ func linear(x, w, b *graph.Node) *graph.Node {
 // Face does for bfloat16 models. x [..., n], w [n].
 func rmsNorm(x, w *graph.Node, eps float64) *graph.Node {
 	dt := x.DType()
-	y := graph.ConvertDType(rmsNormalize(graph.ConvertDType(x, dtypes.Float32), eps), dt)
+	y := graph.ConvertDType(vjp.RMSNormalize(graph.ConvertDType(x, dtypes.Float32), eps), dt)
 	return graph.Mul(y, graph.ExpandLeftToRank(graph.ConvertDType(w, dt), y.Rank()))
-}
-
-// rmsNormalize is RMSNorm's normalisation over the last axis with its
-// gradient written directly, for g = ∂L/∂y:
-//
-//	y = x·r,   r = 1/√(mean(x²) + eps),   ∂L/∂x = r·(g − y·mean(g⊙y)),
-//
-// where GoMLX's VJP differentiates through the division, the square root
-// and the square (about seven elementwise ops over the whole tensor). The
-// gradient reaches x through a straight-through term as in softmax. The
-// gocpu backend computes Σ x² and Σ g⊙y as row dot products and the
-// gradient in one pass (tensor.RowDots, RMSNormGradRows;
-// backend/gocpu/fuse_rmsnorm.go).
-func rmsNormalize(x *graph.Node, eps float64) *graph.Node {
-	xs := graph.StopGradient(x)
-	ms := graph.ReduceAndKeep(graph.Square(xs), graph.ReduceMean, -1)
-	y := graph.Div(xs, graph.Sqrt(graph.AddScalar(ms, eps)))
-	zero := graph.Sub(x, xs)
-	return graph.IdentityWithCustomGradient(graph.Add(y, zero), func(_, g *graph.Node) *graph.Node {
-		r := graph.Rsqrt(graph.AddScalar(ms, eps))
-		c := graph.ReduceAndKeep(graph.Mul(g, y), graph.ReduceMean, -1)
-		return graph.Mul(r, graph.Sub(g, graph.Mul(y, c)))
-	})
-}
-
-// silu is x·σ(x), the gate activation of the SwiGLU MLP (Shazeer 2020).
-func silu(x *graph.Node) *graph.Node { return graph.Mul(x, graph.Logistic(x)) }
-
-// swiglu is the MLP's activation silu(gate) ⊙ up with its gradients
-// written directly, for v = ∂L/∂y:
-//
-//	∂L/∂up = v ⊙ silu(gate),   ∂L/∂gate = v ⊙ up ⊙ silu′(gate),
-//	silu′(g) = σ + g·(σ − σ²),   σ = σ(g),
-//
-// where GoMLX's VJP differentiates through the products and σ (about a
-// dozen elementwise ops). Each gradient reaches its input through its own
-// straight-through term (x − x, the second x behind StopGradient) whose
-// identity carries the custom VJP. The gocpu backend runs the forward and
-// each gradient as one fused kernel (tensor.MulSilu, SiluGradMul;
-// backend/gocpu/fuse_swiglu.go) and drops the zero terms.
-func swiglu(gate, up *graph.Node) *graph.Node {
-	g, u := graph.StopGradient(gate), graph.StopGradient(up)
-	y := graph.Mul(u, silu(g))
-	toGate := graph.IdentityWithCustomGradient(graph.Sub(gate, g), func(_, v *graph.Node) *graph.Node {
-		s := graph.Logistic(g)
-		return graph.Mul(graph.Mul(v, u), graph.Add(s, graph.Mul(g, graph.Sub(s, graph.Mul(s, s)))))
-	})
-	toUp := graph.IdentityWithCustomGradient(graph.Sub(up, u), func(_, v *graph.Node) *graph.Node {
-		return graph.Mul(v, silu(g))
-	})
-	return graph.Add(graph.Add(y, toGate), toUp)
 }
 
 // ropeTables returns cos and sin [B, T, 1, h] of the rotary embedding (Su et
@@ -154,30 +105,9 @@ func attend(c *Config, q, keys, values, bias *graph.Node) *graph.Node {
 	scores = graph.Add(scores, graph.Reshape(bias, b, 1, 1, t, s))
 	// The softmax runs in float32 whatever the activations' dtype (Hugging
 	// Face's eager attention: softmax(…, dtype=float32).to(q.dtype)).
-	probs := graph.ConvertDType(softmax(graph.ConvertDType(scores, dtypes.Float32)), q.DType()) // [B, k, r, T, S]
-	out := graph.Einsum("bkrts,bkhs->btkrh", probs, values)                                     // [B, T, k, r, h]
-	return graph.Reshape(out, b, t, kv*r*h)                                                     // [B, T, H·h]
-}
-
-// softmax is graph.Softmax(x, -1) with its gradient written directly,
-//
-//	p = softmax(x),   ∂L/∂x = p ⊙ (g − Σ_last g⊙p)   for g = ∂L/∂p,
-//
-// where GoMLX's own VJP of graph.Softmax differentiates through its
-// division and exponential (seven elementwise ops over the whole tensor).
-// The gradient reaches x through a straight-through term: the value is
-// p + (x − x), with the second x and p's input behind StopGradient, and
-// the custom VJP of the identity around it returns the expression above.
-// The gocpu backend runs the forward chain and the gradient each as one
-// fused kernel (tensor.SoftmaxRows, SoftmaxGradRows; backend/gocpu/
-// fuse_softmax.go) and drops the zero term; other backends compute it, so
-// x must be finite (attention's masked scores are −1e30, not −Inf).
-func softmax(x *graph.Node) *graph.Node {
-	p := graph.Softmax(graph.StopGradient(x), -1)
-	zero := graph.Sub(x, graph.StopGradient(x))
-	return graph.IdentityWithCustomGradient(graph.Add(p, zero), func(_, g *graph.Node) *graph.Node {
-		return graph.Mul(p, graph.Sub(g, graph.ReduceAndKeep(graph.Mul(g, p), graph.ReduceSum, -1)))
-	})
+	probs := graph.ConvertDType(vjp.Softmax(graph.ConvertDType(scores, dtypes.Float32)), q.DType()) // [B, k, r, T, S]
+	out := graph.Einsum("bkrts,bkhs->btkrh", probs, values)                                         // [B, T, k, r, h]
+	return graph.Reshape(out, b, t, kv*r*h)                                                         // [B, T, H·h]
 }
 
 // attentionFn computes the attention output [B, T, H·h] of layer l from
@@ -205,7 +135,7 @@ func decoder(c *Config, w *weights, ids, pos *graph.Node, attention attentionFn)
 		q, k = applyRope(q, cos, sin), applyRope(k, cos, sin)
 		x = graph.Add(x, linear(attention(l, q, k, v), lw.O, lw.OBias))
 		n2 := rmsNorm(x, lw.PostNorm, eps)
-		x = graph.Add(x, linear(swiglu(linear(n2, lw.Gate, nil), linear(n2, lw.Up, nil)), lw.Down, nil))
+		x = graph.Add(x, linear(vjp.SwiGLU(linear(n2, lw.Gate, nil), linear(n2, lw.Up, nil)), lw.Down, nil))
 	}
 	return rmsNorm(x, w.Norm, eps)
 }
