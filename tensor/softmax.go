@@ -102,3 +102,63 @@ func softmaxRow(dst, x []float32) {
 	Exp(dst, dst)
 	vek32.MulNumber_Inplace(dst, 1/vek32.Sum(dst))
 }
+
+// SumExpRows writes dst[r] = Σ_i e^(x_i − m) with m = max_i x_i for each row
+// of n contiguous elements (len(x) = len(dst)·n): the normaliser of a
+// softmax or log-sum-exp, m + log dst[r], without writing the exponentials
+// (the shift is graph.Softmax's and graph.LogSoftmax's). Rows are split over
+// up to workers goroutines (≤ 0: GOMAXPROCS).
+func SumExpRows(dst, x []float32, n, workers int) {
+	checkLen("SumExpRows: x", len(x), len(dst)*n)
+	run := func(lo, hi int) {
+		var buf [swigluBlock]float32
+		for r := lo; r < hi; r++ {
+			row := x[r*n : (r+1)*n]
+			m := Max(row)
+			var s float32
+			for b := 0; b < n; b += len(buf) {
+				e := buf[:min(len(buf), n-b)]
+				vek32.SubNumber_Into(e, row[b:b+len(e)], m)
+				Exp(e, e)
+				s += vek32.Sum(e)
+			}
+			dst[r] = s
+		}
+	}
+	if len(x) < softmaxMinElems {
+		run(0, len(dst))
+		return
+	}
+	ParallelFor(len(dst), workers, 1, func(_, lo, hi int) { run(lo, hi) })
+}
+
+// ExpShiftScaleRows writes dst_i = g · e^(x_i − l) for each row of n
+// contiguous elements, with g and l per row (len(g) = len(l) = rows; dst
+// may be x): the gradient of log-sum-exp, g ⊙ softmax(x), when l is the
+// row's log-sum-exp.
+func ExpShiftScaleRows(dst, x, l, g []float32, n, workers int) {
+	rows := len(l)
+	checkLen("ExpShiftScaleRows: dst", len(dst), rows*n)
+	checkLen("ExpShiftScaleRows: x", len(x), rows*n)
+	checkLen("ExpShiftScaleRows: g", len(g), rows)
+	run := func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			d, xr := dst[r*n:(r+1)*n], x[r*n:(r+1)*n]
+			if n == 0 {
+				continue
+			}
+			if &d[0] == &xr[0] {
+				vek32.SubNumber_Inplace(d, l[r])
+			} else {
+				vek32.SubNumber_Into(d, xr, l[r])
+			}
+			Exp(d, d)
+			vek32.MulNumber_Inplace(d, g[r])
+		}
+	}
+	if len(dst) < softmaxMinElems {
+		run(0, rows)
+		return
+	}
+	ParallelFor(rows, workers, 1, func(_, lo, hi int) { run(lo, hi) })
+}

@@ -125,3 +125,55 @@ func BenchmarkSoftmaxRows(b *testing.B) {
 		}
 	})
 }
+
+// TestSumExpRows compares SumExpRows and ExpShiftScaleRows with float64
+// references over zero rows, T = 1, odd and long rows (past one block of
+// exponentials) and masked entries.
+func TestSumExpRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 10))
+	for _, c := range []struct{ rows, n int }{{0, 3}, {1, 1}, {4, 7}, {3, 256}, {2, 1000}, {40, 4099}} {
+		t.Run(fmt.Sprintf("%dx%d", c.rows, c.n), func(t *testing.T) {
+			x := make([]float32, c.rows*c.n)
+			for i := range x {
+				x[i] = float32(r.NormFloat64() * 5)
+				if c.n > 2 && i%9 == 4 {
+					x[i] = -1e30
+				}
+			}
+			s := make([]float32, c.rows)
+			SumExpRows(s, x, c.n, 2)
+			l, g := make([]float32, c.rows), make([]float32, c.rows)
+			for j := range l {
+				l[j], g[j] = float32(r.NormFloat64()), float32(r.NormFloat64())
+			}
+			d := make([]float32, len(x))
+			ExpShiftScaleRows(d, x, l, g, c.n, 2)
+			for j := range c.rows {
+				row := x[j*c.n : (j+1)*c.n]
+				m := math.Inf(-1)
+				for _, v := range row {
+					m = max(m, float64(v))
+				}
+				want := 0.0
+				for _, v := range row {
+					want += math.Exp(float64(v) - m)
+				}
+				if math.Abs(float64(s[j])-want) > (2e-6+2e-10*float64(c.n))*want {
+					t.Fatalf("row %d: sum %g, want %g", j, s[j], want)
+				}
+				for i, v := range row {
+					w := float64(g[j]) * math.Exp(float64(v)-float64(l[j]))
+					if got := float64(d[j*c.n+i]); math.Abs(got-w) > 4e-6*math.Abs(w)+1e-37 {
+						t.Fatalf("row %d [%d]: %g, want %g", j, i, got, w)
+					}
+				}
+			}
+			ExpShiftScaleRows(x, x, l, g, c.n, 1) // in place
+			for i := range x {
+				if x[i] != d[i] {
+					t.Fatalf("in place [%d] = %g, want %g", i, x[i], d[i])
+				}
+			}
+		})
+	}
+}

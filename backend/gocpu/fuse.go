@@ -28,6 +28,9 @@ func (b *Builder) ReduceSum(x backends.Op, axes ...int) (backends.Op, error) {
 	if op, ok, err := b.fuseReduceSumMul(x, axes); ok || err != nil {
 		return op, err
 	}
+	if op, ok, err := b.fuseSumExp(x, axes); ok || err != nil {
+		return op, err
+	}
 	return b.reduce(backends.OpTypeReduceSum, x, axes, func(sb backends.Builder, x backends.Op) (backends.Op, error) {
 		return sb.ReduceSum(x, slices.Clone(axes)...)
 	})

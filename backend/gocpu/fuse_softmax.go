@@ -10,8 +10,9 @@ import (
 	"github.com/cas-engine/cas/tensor"
 )
 
-// The fused softmax (tensor.SoftmaxRows and SoftmaxGradRows), routed from
-// the op chains GoMLX emits:
+// The fused softmax (tensor.SoftmaxRows and SoftmaxGradRows) and
+// log-sum-exp (SumExpRows, ExpShiftScaleRows), routed from the op chains
+// GoMLX emits:
 //
 //   - forward, graph.Softmax(x, -1):
 //     Div(e, Reshape(ReduceSum(e, last))) with e = Exp(Sub(x, Reshape(ReduceMax(x, last))))
@@ -20,7 +21,13 @@ import (
 //     Mul(p, Sub(g, Reshape(ReduceSum(Mul(g, p), last)))), dx = p ⊙ (g − Σ g⊙p);
 //   - the straight-through term that carries that gradient, p + (x − x)
 //     with the second x behind a StopGradient: Add(p, Sub(x, x)) is p (it
-//     differs only where x is ±Inf or NaN, where p + (x − x) is NaN).
+//     differs only where x is ±Inf or NaN, where p + (x − x) is NaN), and
+//     so is Add(p, ReduceSum(Sub(x, x))) (model/vjp's LogSumExp);
+//   - the sum of a softmax's exponentials, ReduceSum(Exp(Sub(x,
+//     Reshape(ReduceMax(x, last)))), last), without writing them;
+//   - the gradient of log-sum-exp as vjp.LogSumExp writes it,
+//     Mul(broadcast g, Exp(Sub(x, l))) with g and l one value per row:
+//     g·e^(x − l) in one pass.
 //
 // Each is recognised when its last op is built; the ops before it, left
 // without readers, are dropped at Compile. On "nofast" everything runs on
@@ -53,8 +60,7 @@ func (b *Builder) fuseBinary(op backends.OpType, lhs, rhs *value) (backends.Op, 
 	case backends.OpTypeAdd:
 		for i, v := range [2]*value{lhs, rhs} {
 			other := [2]*value{rhs, lhs}[i]
-			if n := v.node; n.opType == backends.OpTypeSub && len(n.inputs) == 2 && n.inputs[0] == n.inputs[1] &&
-				v.shape.Equal(other.shape) {
+			if isZeroTerm(v) && v.shape.Equal(other.shape) {
 				return other, true, nil
 			}
 		}
@@ -64,6 +70,9 @@ func (b *Builder) fuseBinary(op backends.OpType, lhs, rhs *value) (backends.Op, 
 			return op, true, err
 		}
 	case backends.OpTypeMul:
+		if op, ok, err := b.fuseExpShiftScale(lhs, rhs); ok || err != nil {
+			return op, ok, err
+		}
 		if op, ok, err := b.fuseSwiGLU(lhs, rhs); ok || err != nil {
 			return op, ok, err
 		}
@@ -115,10 +124,11 @@ func softmaxInput(num, den *value) *value {
 	if e.opType != backends.OpTypeExp || len(e.inputs) != 1 {
 		return nil
 	}
-	if lastAxisReduction(den, backends.OpTypeReduceSum) != num || !keptShape(den.shape, num.shape) {
+	sub := e.inputs[0].node
+	if !keptShape(den.shape, num.shape) || (lastAxisReduction(den, backends.OpTypeReduceSum) != num &&
+		(len(sub.inputs) == 0 || sumExpOf(den) != sub.inputs[0])) {
 		return nil
 	}
-	sub := e.inputs[0].node
 	if sub.opType != backends.OpTypeSub || len(sub.inputs) != 2 {
 		return nil
 	}
@@ -218,4 +228,144 @@ func rowDotOperands(v *value) (a, b *value) {
 		return nil, nil
 	}
 	return prod.node.inputs[0], prod.node.inputs[1]
+}
+
+// isZeroTerm reports whether v is a straight-through zero: Sub(x, x), or
+// a ReduceSum of one.
+func isZeroTerm(v *value) bool {
+	n := v.node
+	if n.opType == backends.OpTypeReduceSum && len(n.inputs) == 1 {
+		n = n.inputs[0].node
+	}
+	return n.opType == backends.OpTypeSub && len(n.inputs) == 2 && n.inputs[0] == n.inputs[1]
+}
+
+// sumExpOf returns x when v = Reshape…(SumExp(x)) (nil otherwise).
+func sumExpOf(v *value) *value {
+	for v.node.opType == backends.OpTypeReshape && len(v.node.inputs) == 1 {
+		v = v.node.inputs[0]
+	}
+	if n := v.node; n.label == "SumExp" && len(n.inputs) == 1 {
+		return n.inputs[0]
+	}
+	return nil
+}
+
+// fuseSumExp computes ReduceSum(Exp(Sub(x, Reshape(ReduceMax(x, last)))),
+// last) of float32 x as SumExp(x) (tensor.SumExpRows); ok reports whether
+// it did.
+func (b *Builder) fuseSumExp(x backends.Op, axes []int) (backends.Op, bool, error) {
+	e, isValue := x.(*value)
+	if b.backend.plain || !isValue || e.b != b || e.shape.DType != dtypes.Float32 || e.shape.Rank() == 0 ||
+		len(axes) != 1 || (axes[0] != e.shape.Rank()-1 && axes[0] != -1) {
+		return nil, false, nil
+	}
+	if e.node.opType != backends.OpTypeExp || len(e.node.inputs) != 1 {
+		return nil, false, nil
+	}
+	sub := e.node.inputs[0].node
+	if sub.opType != backends.OpTypeSub || len(sub.inputs) != 2 {
+		return nil, false, nil
+	}
+	xv, m := sub.inputs[0], sub.inputs[1]
+	if !xv.shape.Equal(e.shape) || lastAxisReduction(m, backends.OpTypeReduceMax) != xv || !keptShape(m.shape, xv.shape) {
+		return nil, false, nil
+	}
+	dims := xv.shape.Dimensions
+	n := dims[len(dims)-1]
+	out := shapes.Make(dtypes.Float32, dims[:len(dims)-1]...)
+	exec := func(be *Backend, in []backends.Buffer, _ []bool) (backends.Buffer, int, error) {
+		xs, err := f32Data(be, in[0])
+		if err != nil {
+			return nil, -1, err
+		}
+		buf, flat, err := be.NewSharedBuffer(0, out)
+		if err != nil {
+			return nil, -1, err
+		}
+		dst := flat.([]float32)
+		if n == 0 {
+			clear(dst)
+		} else {
+			tensor.SumExpRows(dst, xs, n, be.workers)
+		}
+		return buf, -1, nil
+	}
+	op, err := b.addLabeled("SumExp", []*value{xv}, out, exec)
+	return op, true, err
+}
+
+// perRow returns the value holding v's one value per row when v (of
+// shape s) is constant along s's last axis: v itself with a last axis of
+// 1, or a BroadcastInDim along the last axis of such a value or of one
+// without that axis; nil otherwise.
+func perRow(v *value, s shapes.Shape) *value {
+	r := s.Rank()
+	if keptShape(v.shape, s) {
+		return v
+	}
+	n := v.node
+	src := n.bcastFrom
+	if n.opType != backends.OpTypeBroadcastInDim || src == nil || !v.shape.Equal(s) || src.shape.DType != s.DType {
+		return nil
+	}
+	switch {
+	case keptShape(src.shape, s) && slices.Equal(n.bcastAxes, identityAxes(r)):
+		return src
+	case src.shape.Rank() == r-1 && slices.Equal(src.shape.Dimensions, s.Dimensions[:r-1]) && slices.Equal(n.bcastAxes, identityAxes(r-1)):
+		return src
+	}
+	return nil
+}
+
+func identityAxes(n int) []int {
+	a := make([]int, n)
+	for i := range a {
+		a[i] = i
+	}
+	return a
+}
+
+// fuseExpShiftScale computes Mul(g, Exp(Sub(x, l))) with g and l one value
+// per row of x as ExpShiftScale (tensor.ExpShiftScaleRows); ok reports
+// whether it did.
+func (b *Builder) fuseExpShiftScale(lhs, rhs *value) (backends.Op, bool, error) {
+	for i, e := range [2]*value{lhs, rhs} {
+		v := [2]*value{rhs, lhs}[i]
+		if e.node.opType != backends.OpTypeExp || len(e.node.inputs) != 1 || e.shape.Rank() == 0 || !v.shape.Equal(e.shape) {
+			continue
+		}
+		sub := e.node.inputs[0].node
+		if sub.opType != backends.OpTypeSub || len(sub.inputs) != 2 || !sub.inputs[0].shape.Equal(e.shape) {
+			continue
+		}
+		x, l := sub.inputs[0], sub.inputs[1]
+		g := perRow(v, e.shape)
+		if g == nil || !keptShape(l.shape, e.shape) {
+			continue
+		}
+		out := e.shape
+		n := out.Dimensions[out.Rank()-1]
+		exec := func(be *Backend, in []backends.Buffer, owned []bool) (backends.Buffer, int, error) {
+			xs := make([][]float32, 3)
+			for j := range in {
+				d, err := f32Data(be, in[j])
+				if err != nil {
+					return nil, -1, err
+				}
+				xs[j] = d
+			}
+			buf, dst, consumed, err := outputFor(be, in, owned, out, 0)
+			if err != nil {
+				return nil, -1, err
+			}
+			if len(dst) > 0 {
+				tensor.ExpShiftScaleRows(dst, xs[0], xs[1], xs[2], n, be.workers)
+			}
+			return buf, consumed, nil
+		}
+		op, err := b.addLabeled("ExpShiftScale", []*value{x, l, g}, out, exec)
+		return op, true, err
+	}
+	return nil, false, nil
 }

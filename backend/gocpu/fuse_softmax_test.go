@@ -123,3 +123,57 @@ func TestFusedSoftmaxNotMatched(t *testing.T) {
 		}
 	}
 }
+
+// TestFusedLogSumExp: model/vjp's LogSumExp runs its sum of exponentials
+// and its gradient as one kernel each (SumExp, ExpShiftScale; no Exp step),
+// equal to simplego's evaluation of GoMLX's own log-sum-exp and VJP to
+// float32 rounding, over T = 1, one row and long rows.
+func TestFusedLogSumExp(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 11))
+	for _, dims := range [][]int{{2, 3, 1}, {1, 9}, {2, 3, 300}, {2, 5000}} {
+		t.Run(fmt.Sprint(dims), func(t *testing.T) {
+			x := randTensor(r, dtypes.Float32, dims...)
+			build := func(custom bool) func(in []*graph.Node) []*graph.Node {
+				return func(in []*graph.Node) []*graph.Node {
+					var l *graph.Node
+					if custom {
+						l = vjp.LogSumExp(in[0])
+					} else {
+						mx := graph.StopGradient(graph.ReduceAndKeep(in[0], graph.ReduceMax, -1))
+						s := graph.ReduceSum(graph.Exp(graph.Sub(in[0], mx)), -1)
+						l = graph.Add(graph.Log(s), graph.Reshape(mx, s.Shape().Dimensions...))
+					}
+					loss := graph.ReduceAllSum(graph.Mul(l, graph.Sin(l)))
+					return []*graph.Node{l, graph.Gradient(loss, in[0])[0]}
+				}
+			}
+			rec := &planRecorder{Backend: fastOnce().(*Backend)}
+			got, _, err := run(t, rec, build(true), x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _, err := run(t, plainOnce(), build(false), x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for o, name := range []string{"log-sum-exp", "gradient"} {
+				scale := 1e-30
+				for _, v := range want[o] {
+					scale = max(scale, math.Abs(v))
+				}
+				for i := range want[o] {
+					if d := math.Abs(got[o][i] - want[o][i]); d > 2e-6*scale || math.IsNaN(got[o][i]) {
+						t.Fatalf("%s[%d] = %g, want %g (largest %g)", name, i, got[o][i], want[o][i], scale)
+					}
+				}
+			}
+			steps := map[string]int{}
+			for _, st := range rec.last.steps {
+				steps[st.name]++
+			}
+			if steps["SumExp"] != 1 || steps["ExpShiftScale"] != 1 || steps["Exp"] != 0 {
+				t.Errorf("not fused: steps %v", steps)
+			}
+		})
+	}
+}

@@ -1,7 +1,7 @@
 // Package vjp holds the model's graph functions whose gradients are
 // written directly (custom VJPs) instead of being derived by GoMLX's
-// autodiff: the last-axis softmax, the SwiGLU activation and RMSNorm's
-// normalisation. Each forward value equals the plain formula's; each
+// autodiff: the last-axis softmax and log-sum-exp, the SwiGLU activation
+// and RMSNorm's normalisation. Each forward value equals the plain formula's; each
 // gradient is the closed form, carried to its input by a straight-through
 // term x − StopGradient(x) (zero) whose identity holds the custom VJP.
 // Any backend computes them; the gocpu backend recognises the forward
@@ -85,3 +85,27 @@ func RMSNormalize(x *graph.Node, eps float64) *graph.Node {
 
 // Silu is x·σ(x), the gate activation of the SwiGLU MLP (Shazeer 2020).
 func Silu(x *graph.Node) *graph.Node { return graph.Mul(x, graph.Logistic(x)) }
+
+// LogSumExp is log Σ_last e^x, computed as m + log Σ e^(x − m) with
+// m = max x (the cross-entropy's normaliser over the vocabulary), with its
+// gradient written directly, for g = ∂L/∂lse:
+//
+//	∂L/∂x = g ⊙ e^(x − lse)   (g ⊙ softmax(x)),
+//
+// where GoMLX's VJP keeps the exponentials of the forward pass. The result
+// has one axis less than x, so the straight-through term is summed over
+// that axis (Σ (x − x) = 0), and the custom VJP sits on the identity of the
+// term before the sum, where the gradient arrives broadcast over the axis.
+// The gocpu backend computes the sum of exponentials without writing them
+// and the gradient in one pass (tensor.SumExpRows, ExpShiftScaleRows;
+// backend/gocpu/fuse_softmax.go), and drops the zero term.
+func LogSumExp(x *graph.Node) *graph.Node {
+	xs := graph.StopGradient(x)
+	mx := graph.ReduceAndKeep(xs, graph.ReduceMax, -1)
+	sumExp := graph.ReduceSum(graph.Exp(graph.Sub(xs, mx)), -1)
+	lse := graph.Add(graph.Log(sumExp), graph.Reshape(mx, sumExp.Shape().Dimensions...))
+	zero := graph.IdentityWithCustomGradient(graph.Sub(x, xs), func(_, v *graph.Node) *graph.Node {
+		return graph.Mul(v, graph.Exp(graph.Sub(xs, graph.ExpandAxes(lse, -1))))
+	})
+	return graph.Add(lse, graph.ReduceSum(zero, -1))
+}

@@ -123,3 +123,23 @@ func TestRMSNormalizeGradient(t *testing.T) {
 		},
 		2e-6, randInput(r, 2, 4, 3, 64))
 }
+
+// TestLogSumExpGradient: LogSumExp equals m + log Σ e^(x − m) and GoMLX's
+// gradient of it, with masked (−1e30) entries.
+func TestLogSumExpGradient(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 6))
+	x := randInput(r, 4, 3, 4, 300)
+	x.MutableFlatData(func(flat any) {
+		for i, f := 0, flat.([]float32); i < len(f); i += 11 {
+			f[i] = -1e30
+		}
+	})
+	checkCustomVJP(t,
+		func(in []*graph.Node) *graph.Node { return LogSumExp(in[0]) },
+		func(in []*graph.Node) *graph.Node {
+			mx := graph.StopGradient(graph.ReduceAndKeep(in[0], graph.ReduceMax, -1))
+			s := graph.ReduceSum(graph.Exp(graph.Sub(in[0], mx)), -1)
+			return graph.Add(graph.Log(s), graph.Reshape(mx, s.Shape().Dimensions...))
+		},
+		2e-6, x)
+}
