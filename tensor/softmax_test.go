@@ -177,3 +177,28 @@ func TestSumExpRows(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkSumExpRows times the log-sum-exp kernels on 64 rows of the 25M
+// benchmark model's vocabulary (16,384).
+func BenchmarkSumExpRows(b *testing.B) {
+	const rows, n = 64, 16384
+	r := rand.New(rand.NewPCG(1, 2))
+	x := make([]float32, rows*n)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	s, l, g := make([]float32, rows), make([]float32, rows), make([]float32, rows)
+	d := make([]float32, len(x))
+	b.Run("sum", func(b *testing.B) {
+		b.SetBytes(int64(4 * len(x)))
+		for b.Loop() {
+			SumExpRows(s, x, n, 0)
+		}
+	})
+	b.Run("gradient", func(b *testing.B) {
+		b.SetBytes(int64(8 * len(x)))
+		for b.Loop() {
+			ExpShiftScaleRows(d, x, l, g, n, 0)
+		}
+	})
+}
