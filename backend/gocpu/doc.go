@@ -59,7 +59,8 @@
 // "workers=N" bounds the goroutines of the kernels (default GOMAXPROCS),
 // "nofast" runs every op on simplego (for comparisons); "profile" runs each
 // delegated op as its own segment and accumulates wall time per op kind
-// (Backend.Profile; cas bench cpu --profile prints it); any other option is
+// (Backend.Profile; cas bench cpu --profile prints it), "profile=shapes"
+// per op kind and output size; any other option is
 // passed to simplego (e.g. "ops_sequential").
 //
 // The package sits beside tensor, below the model code that uses it through

@@ -119,8 +119,9 @@ type Options struct {
 	PeerScript, Python string
 	// Profile also runs one training step and one decode of each model on
 	// a profiling gocpu backend ("gocpu:profile") and reports the time per
-	// op kind (ModelRow.TrainProfile, DecodeProfile).
-	Profile bool
+	// op kind (ModelRow.TrainProfile, DecodeProfile); ProfileShapes splits
+	// each kind by output size ("gocpu:profile=shapes").
+	Profile, ProfileShapes bool
 	// Log receives the progress bar and notes (nil: silent).
 	Log io.Writer
 }
@@ -401,7 +402,7 @@ func measureModel(ms ModelSpec, opt *Options, step func(string)) (*ModelRow, err
 		return nil, fmt.Errorf("%s backend, bf16 weights: %w", gocpu.BackendName, err)
 	}
 	step(ms.Name + " gocpu")
-	if opt.Profile {
+	if opt.Profile || opt.ProfileShapes {
 		if err := profileModel(ms.Config, opt, row); err != nil {
 			return nil, fmt.Errorf("profile: %w", err)
 		}
