@@ -52,7 +52,10 @@ func New(config string) (backends.Backend, error) {
 		case "nofast":
 			b.plain = true
 		case "profile":
-			b.prof = &profiler{ops: map[[2]string]*OpTime{}}
+			if value != "" && value != "shapes" {
+				return nil, fmt.Errorf("%s backend: profile=%q: want profile or profile=shapes", BackendName, value)
+			}
+			b.prof = &profiler{ops: map[profKey]*OpTime{}, bySize: value == "shapes"}
 		default:
 			rest = append(rest, part)
 		}

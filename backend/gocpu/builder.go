@@ -66,6 +66,10 @@ type node struct {
 	// broadcast axes (see foldBroadcast).
 	bcastFrom *value
 	bcastAxes []int
+	// reduceAxes are a ReduceSum's or ReduceMax's axes (normalised), and
+	// label names a fused op (fuse_softmax.go) in profiles and errors.
+	reduceAxes []int
+	label      string
 }
 
 func newBuilder(be *Backend, name string) *Builder {

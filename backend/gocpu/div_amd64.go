@@ -1,5 +1,10 @@
 package gocpu
 
+import "golang.org/x/sys/cpu"
+
+// hasAVX512 reports AVX-512F, for the division kernels.
+var hasAVX512 = cpu.X86.HasAVX512F
+
 //go:noescape
 func divVVAVX512(dst, a, b *float32, n int)
 

@@ -21,7 +21,18 @@
 //     (AVX-512 for Exp, Logistic's division and a last-axis ReduceMax), and
 //     Transpose and BroadcastInDim of any dtype;
 //   - DynamicSlice, DynamicUpdateSlice (in place when the operand is not
-//     used afterwards) and Pad, of any dtype.
+//     used afterwards) and Pad, of any dtype;
+//   - fused kernels of package tensor, recognised from the op chains GoMLX
+//     emits: the last-axis softmax of graph.Softmax and the gradient
+//     p ⊙ (g − Σ g⊙p) (fuse_softmax.go), silu(g) ⊙ u and its gradients
+//     (fuse_swiglu.go), sums over the last axis of a product of one shape
+//     as row dot products and the RMSNorm input gradient
+//     r ⊙ (g − y ⊙ c) (fuse_rmsnorm.go); the gradients in the forms
+//     model/vjp writes them as custom VJPs, each carried by a
+//     straight-through term x − StopGradient(x), which this backend
+//     drops (so p + (x − x) is p even where x is not finite). Identity,
+//     a Transpose by the identity permutation and a Reshape to the same
+//     shape return their operand.
 //
 // Everything else runs on simplego. GoMLX v0.26's simplego has no hook for
 // replacing an op, so this backend wraps it at the API level. Its Builder
@@ -48,9 +59,10 @@
 // "workers=N" bounds the goroutines of the kernels (default GOMAXPROCS),
 // "nofast" runs every op on simplego (for comparisons); "profile" runs each
 // delegated op as its own segment and accumulates wall time per op kind
-// (Backend.Profile; cas bench cpu --profile prints it); any other option is
-// passed to simplego (e.g. "ops_parallel": the segments run their ops one
-// after another by default, "ops_sequential", except with "nofast").
+// (Backend.Profile; cas bench cpu --profile prints it), "profile=shapes"
+// per op kind and output size; any other option is passed to simplego
+// (e.g. "ops_parallel": the segments run their ops one after another by
+// default, "ops_sequential", except with "nofast").
 //
 // The package sits beside tensor, below the model code that uses it through
 // package backend (which registers it); it imports only tensor and GoMLX.

@@ -301,6 +301,9 @@ func (b *Builder) binary(op backends.OpType, lhs, rhs backends.Op, replay func(s
 		o, err := replay(sb, in[0], in[1])
 		return []backends.Op{o}, err
 	}
+	if op, ok, err := b.fuseBinary(op, vs[0], vs[1]); ok || err != nil {
+		return op, err
+	}
 	if !b.backend.plain {
 		for i := range 2 {
 			if f, ok := b.foldBroadcast(vs[i], vs[1-i]); ok {
@@ -437,7 +440,7 @@ func (b *Builder) unary(op backends.OpType, x backends.Op, kernel func(dst, x []
 
 // Exp implements backends.Builder.
 func (b *Builder) Exp(x backends.Op) (backends.Op, error) {
-	return b.unary(backends.OpTypeExp, x, expF32, func(sb backends.Builder, x backends.Op) (backends.Op, error) { return sb.Exp(x) })
+	return b.unary(backends.OpTypeExp, x, tensor.Exp, func(sb backends.Builder, x backends.Op) (backends.Op, error) { return sb.Exp(x) })
 }
 
 // Logistic implements backends.Builder: σ(x) = 1 / (1 + e^−x), computed as
@@ -489,7 +492,7 @@ func logisticF32(dst, x []float32) {
 		for i, v := range xb {
 			eb[i] = math.Float32frombits(math.Float32bits(v) | 1<<31) // −|v|
 		}
-		expF32(eb, eb)
+		tensor.Exp(eb, eb)
 		for i, v := range xb {
 			// Branch-free (the signs of activations are unpredictable):
 			// the numerator is e for v < 0 (sign bit set) and 1 otherwise;
@@ -501,36 +504,6 @@ func logisticF32(dst, x []float32) {
 		}
 		divVV(dst[lo:hi], nb, eb) // IEEE division, as 1/(1+e) and e/(1+e)
 	}
-}
-
-// exp32 returns e^x rounded to float32: x = k·ln2 + r with |r| ≤ ln2/2,
-// e^r by its Taylor polynomial to degree 9 in float64 (relative error
-// below 1e-11, so the float32 rounding is that of the exact value but for
-// rare near-ties), scaled by 2^k exactly.
-func exp32(x float32) float32 {
-	switch {
-	case x != x:
-		return x
-	case x > 88.72284:
-		return float32(math.Inf(1))
-	case x < -103.97208:
-		return 0
-	}
-	const (
-		log2e = 1.4426950408889634
-		ln2hi = 6.93147180369123816490e-01
-		ln2lo = 1.90821492927058770002e-10
-		// Adding 1.5·2⁵² rounds a float64 of magnitude < 2⁵¹ to an
-		// integer, left in the low bits of the mantissa.
-		shifter = 6755399441055744.0
-	)
-	xd := float64(x)
-	t := xd*log2e + shifter
-	k := t - shifter
-	r := xd - k*ln2hi - k*ln2lo
-	p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720+r*(1.0/5040+r*(1.0/40320+r*(1.0/362880)))))))))
-	ki := int64(math.Float64bits(t)<<13) >> 13 // the signed integer k
-	return float32(p * math.Float64frombits(uint64(ki+1023)<<52))
 }
 
 // ---------------------------------------------------------------- reductions
@@ -586,6 +559,11 @@ func (b *Builder) reduce(op backends.OpType, x backends.Op, axes []int, replay f
 	if plan == nil {
 		return b.addShadowNode(&node{kind: kindDelegate, opType: op, inputs: vs, replay: oneResult(replay)}, so)
 	}
+	red := make([]int, len(axes))
+	for i, a := range axes {
+		red[i] = (a + vs[0].shape.Rank()) % max(vs[0].shape.Rank(), 1)
+	}
+	slices.Sort(red)
 	isMax := op == backends.OpTypeReduceMax
 	exec := func(be *Backend, in []backends.Buffer, _ []bool) (backends.Buffer, int, error) {
 		xv, err := f32Data(be, in[0])
@@ -604,7 +582,7 @@ func (b *Builder) reduce(op backends.OpType, x backends.Op, axes []int, replay f
 				d := dst[o*p.inner : (o+1)*p.inner]
 				switch {
 				case p.inner == 1 && isMax:
-					d[0] = maxRun(src)
+					d[0] = tensor.Max(src)
 				case p.inner == 1:
 					d[0] = sumRun(src)
 				default:
@@ -632,7 +610,7 @@ func (b *Builder) reduce(op backends.OpType, x backends.Op, axes []int, replay f
 		})
 		return buf, -1, nil
 	}
-	return b.addShadowNode(&node{kind: kindCustom, opType: op, inputs: vs, exec: exec}, so)
+	return b.addShadowNode(&node{kind: kindCustom, opType: op, inputs: vs, exec: exec, reduceAxes: red}, so)
 }
 
 // sumRun adds x with eight interleaved partial sums.
@@ -653,30 +631,6 @@ func sumRun(x []float32) float32 {
 	t := ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]))
 	for _, v := range x[n8:] {
 		t += v
-	}
-	return t
-}
-
-// maxRunGo is the largest element (NaN if any is NaN, −Inf if x is
-// empty), with eight independent running maxima: the reference of maxRun.
-func maxRunGo(x []float32) float32 {
-	inf := float32(math.Inf(-1))
-	m := [8]float32{inf, inf, inf, inf, inf, inf, inf, inf}
-	n8 := len(x) &^ 7
-	for i := 0; i < n8; i += 8 {
-		c := x[i : i+8 : i+8]
-		m[0] = max(m[0], c[0])
-		m[1] = max(m[1], c[1])
-		m[2] = max(m[2], c[2])
-		m[3] = max(m[3], c[3])
-		m[4] = max(m[4], c[4])
-		m[5] = max(m[5], c[5])
-		m[6] = max(m[6], c[6])
-		m[7] = max(m[7], c[7])
-	}
-	t := max(max(m[0], m[4]), max(m[2], m[6]), max(m[1], m[5]), max(m[3], m[7]))
-	for _, v := range x[n8:] {
-		t = max(t, v)
 	}
 	return t
 }
@@ -706,6 +660,9 @@ func (b *Builder) Transpose(x backends.Op, permutation ...int) (backends.Op, err
 	if b.backend.plain {
 		return b.addShadowNode(&node{kind: kindDelegate, opType: backends.OpTypeTranspose, inputs: vs, replay: replay}, so)
 	}
+	if isIdentityPerm(perm) {
+		return vs[0], nil // GoMLX's DotGeneral gradient emits these
+	}
 	dims := slices.Clone(vs[0].shape.Dimensions)
 	exec := func(be *Backend, in []backends.Buffer, _ []bool) (backends.Buffer, int, error) {
 		src, buf, flat, err := be.srcAndOut(in[0], out)
@@ -718,6 +675,16 @@ func (b *Builder) Transpose(x backends.Op, permutation ...int) (backends.Op, err
 		return buf, -1, nil
 	}
 	return b.addShadowNode(&node{kind: kindCustom, opType: backends.OpTypeTranspose, inputs: vs, exec: exec}, so)
+}
+
+// isIdentityPerm reports whether perm leaves every axis in place.
+func isIdentityPerm(perm []int) bool {
+	for i, p := range perm {
+		if p != i {
+			return false
+		}
+	}
+	return true
 }
 
 // permuteAny is permute over flat slices of any element type (by size).
@@ -922,6 +889,9 @@ func (b *Builder) Reshape(x backends.Op, dims ...int) (backends.Op, error) {
 	vs, so, existing, out, err := b.shadowUnary("Reshape", x, one)
 	if err != nil || existing != nil {
 		return existing, err
+	}
+	if !b.backend.plain && slices.Equal(dims, vs[0].shape.Dimensions) {
+		return vs[0], nil // to its own shape: nothing to do
 	}
 	if b.backend.plain || out.Size() > smallReshape || vs[0].node.kind != kindCustom {
 		return b.addShadowNode(&node{kind: kindDelegate, opType: backends.OpTypeReshape, inputs: vs, replay: replay}, so)

@@ -202,6 +202,9 @@ func (b *Builder) plan(outs []*value) (*Executable, error) {
 		for _, n := range byStage[s] {
 			if n.kind == kindCustom {
 				st := step{custom: n.exec, name: n.opType.String(), out: []int{n.outs[0].id}, elems: n.outs[0].shape.Size()}
+				if n.label != "" {
+					st.name = n.label
+				}
 				for _, in := range n.inputs {
 					st.in = append(st.in, in.id)
 				}
@@ -485,7 +488,7 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, _ backends
 			release()
 			return nil, fmt.Errorf("%s: output #%d was not computed", e.name, i)
 		}
-		if owned[s] {
+		if owned[s] && !slices.Contains(e.outSlots[i+1:], s) { // else a copy for all but the last
 			res[i], vals[s], owned[s] = v, nil, false
 			continue
 		}

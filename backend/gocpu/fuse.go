@@ -28,13 +28,17 @@ func (b *Builder) ReduceSum(x backends.Op, axes ...int) (backends.Op, error) {
 	if op, ok, err := b.fuseReduceSumMul(x, axes); ok || err != nil {
 		return op, err
 	}
+	if op, ok, err := b.fuseSumExp(x, axes); ok || err != nil {
+		return op, err
+	}
 	return b.reduce(backends.OpTypeReduceSum, x, axes, func(sb backends.Builder, x backends.Op) (backends.Op, error) {
 		return sb.ReduceSum(x, slices.Clone(axes)...)
 	})
 }
 
 // fuseReduceSumMul applies the rewrite of ReduceSum when x is such a
-// product and it pays (the product is at least 4 times larger than either
+// product and it pays, or computes a sum over the last axis of a product of
+// two operands of one shape as row dot products (rowDotsOp, fuse_rmsnorm.go) (the product is at least 4 times larger than either
 // operand, or the right operand is tiny); ok reports whether it did.
 func (b *Builder) fuseReduceSumMul(x backends.Op, axes []int) (backends.Op, bool, error) {
 	v, isValue := x.(*value)
@@ -51,6 +55,10 @@ func (b *Builder) fuseReduceSumMul(x backends.Op, axes []int) (backends.Op, bool
 	if !fastDType(out.DType) || lhs.shape.DType != out.DType || rhs.shape.DType != out.DType ||
 		lhs.shape.Rank() != rank || rhs.shape.Rank() != rank {
 		return nil, false, nil
+	}
+	if out.DType == dtypes.Float32 && lhs.shape.Equal(out) && rhs.shape.Equal(out) && len(axes) == 1 && (axes[0] == rank-1 || axes[0] == -1) {
+		op, err := b.rowDotsOp(lhs, rhs)
+		return op, true, err
 	}
 	// A tiny right operand (RoPE's 2×2 rotation in the gradient of
 	// rotate_half) may make a tinyPlan product, which pays at any size
@@ -94,7 +102,7 @@ func (b *Builder) fuseReduceSumMul(x backends.Op, axes []int) (backends.Op, bool
 	// DotGeneral's output is [batch, lhs cross, rhs cross], where each
 	// cross axis appears twice: at full size from one operand and as a
 	// size-1 placeholder from the other.
-	dot, err := b.DotGeneral(lhs, contract, batch, rhs, contract, batch)
+	dot, err := b.dotThroughReshapes(lhs, rhs, contract, batch)
 	if err != nil {
 		return nil, true, err
 	}
@@ -127,4 +135,82 @@ func (b *Builder) fuseReduceSumMul(x backends.Op, axes []int) (backends.Op, bool
 		}
 	}
 	return res, true, nil
+}
+
+// dotThroughReshapes is DotGeneral(lhs, contract, batch, rhs, contract,
+// batch) for operands of equal rank, reading an operand that is a Reshape
+// adding or removing size-1 axes (GoMLX's DotGeneral gradient reshapes
+// the output gradient [B, T, V] to [B, T, V, 1]) from that Reshape's
+// input: the Reshape, left unused, is not run, where it would copy its
+// operand. The result has the same elements in the same order, with
+// size-1 axes in other places (callers reshape it).
+func (b *Builder) dotThroughReshapes(lhs, rhs *value, contract, batch []int) (backends.Op, error) {
+	lsrc, lmap := squeezeSource(lhs)
+	rsrc, rmap := squeezeSource(rhs)
+	if lsrc == nil && rsrc == nil {
+		return b.DotGeneral(lhs, contract, batch, rhs, contract, batch)
+	}
+	keep := func(axes []int) []int { // drop axes of size 1 (in both operands)
+		var k []int
+		for _, a := range axes {
+			if lhs.shape.Dimensions[a] != 1 {
+				k = append(k, a)
+			}
+		}
+		return k
+	}
+	c, bt := keep(contract), keep(batch)
+	if len(c) == 0 {
+		return b.DotGeneral(lhs, contract, batch, rhs, contract, batch)
+	}
+	remap := func(src *value, m []int, v *value, axes []int) (*value, []int) {
+		if src == nil {
+			return v, axes
+		}
+		out := make([]int, len(axes))
+		for i, a := range axes {
+			out[i] = m[a]
+		}
+		return src, out
+	}
+	lv, lc := remap(lsrc, lmap, lhs, c)
+	_, lb := remap(lsrc, lmap, lhs, bt)
+	rv, rc := remap(rsrc, rmap, rhs, c)
+	_, rb := remap(rsrc, rmap, rhs, bt)
+	return b.DotGeneral(lv, lc, lb, rv, rc, rb)
+}
+
+// squeezeSource returns the input of v when v is a Reshape that only adds
+// or removes size-1 axes (the same dimensions other than 1, in the same
+// order), with the input's axis of each axis of v of size other than 1
+// (−1 for size-1 axes); nil when v is not such a Reshape.
+func squeezeSource(v *value) (*value, []int) {
+	n := v.node
+	if n.opType != backends.OpTypeReshape || len(n.inputs) != 1 {
+		return nil, nil
+	}
+	src := n.inputs[0]
+	sd := src.shape.Dimensions
+	m := make([]int, v.shape.Rank())
+	j := 0
+	for a, d := range v.shape.Dimensions {
+		m[a] = -1
+		if d == 1 {
+			continue
+		}
+		for j < len(sd) && sd[j] == 1 {
+			j++
+		}
+		if j == len(sd) || sd[j] != d {
+			return nil, nil
+		}
+		m[a] = j
+		j++
+	}
+	for ; j < len(sd); j++ {
+		if sd[j] != 1 {
+			return nil, nil
+		}
+	}
+	return src, m
 }

@@ -4,11 +4,13 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/cas-engine/cas/tensor"
 )
 
 // logisticScalar is the kernel before it was vectorized (a scalar
 // division per element): σ(x) = 1/(1+e) for x ≥ 0 and e/(1+e) below, e =
-// e^−|x| from expF32 on the same 256-element blocks. The blocked kernel
+// e^−|x| from tensor.Exp on the same 256-element blocks. The blocked kernel
 // must equal it bit for bit (both divisions are IEEE).
 func logisticScalar(dst, x []float32) {
 	var e [256]float32
@@ -18,7 +20,7 @@ func logisticScalar(dst, x []float32) {
 		for i, v := range x[lo:hi] {
 			eb[i] = -float32(math.Abs(float64(v)))
 		}
-		expF32(eb, eb)
+		tensor.Exp(eb, eb)
 		for i, v := range x[lo:hi] {
 			if v >= 0 {
 				dst[lo+i] = 1 / (1 + eb[i])

@@ -335,15 +335,6 @@ func (b *Builder) GreaterThanTotalOrder(lhs backends.Op, rhs backends.Op) (backe
 	})
 }
 
-// Identity implements backends.Builder by recording the op for the pure-Go backend.
-func (b *Builder) Identity(x backends.Op) (backends.Op, error) {
-	var ins []backends.Op
-	ins = append(ins, x)
-	return b.record1(backends.OpTypeIdentity, ins, func(sb backends.Builder, in []backends.Op) (backends.Op, error) {
-		return sb.Identity(in[0])
-	})
-}
-
 // Imag implements backends.Builder by recording the op for the pure-Go backend.
 func (b *Builder) Imag(x backends.Op) (backends.Op, error) {
 	var ins []backends.Op

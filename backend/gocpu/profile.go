@@ -12,8 +12,11 @@ type OpTime struct {
 	// Op is the op type; Where is "gocpu" for ops this backend runs and
 	// "simplego" for delegated ones.
 	Op, Where string
-	Calls     int
-	Time      time.Duration
+	// Size is the elements each call wrote, when the profile groups by
+	// output size ("profile=shapes"; 0 otherwise).
+	Size  int
+	Calls int
+	Time  time.Duration
 	// Elements is the number of elements the op wrote, over all calls.
 	Elements int64
 }
@@ -23,16 +26,26 @@ type OpTime struct {
 // timed alone; the plan is otherwise unchanged, and results are identical.
 type profiler struct {
 	mu  sync.Mutex
-	ops map[[2]string]*OpTime
+	ops map[profKey]*OpTime
+	// bySize groups calls by output size too ("profile=shapes").
+	bySize bool
+}
+
+type profKey struct {
+	op, where string
+	size      int
 }
 
 func (p *profiler) add(op, where string, d time.Duration, elems int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	k := [2]string{op, where}
+	k := profKey{op: op, where: where}
+	if p.bySize {
+		k.size = elems
+	}
 	t := p.ops[k]
 	if t == nil {
-		t = &OpTime{Op: op, Where: where}
+		t = &OpTime{Op: op, Where: where, Size: k.size}
 		p.ops[k] = t
 	}
 	t.Calls++
@@ -56,13 +69,16 @@ func (b *Backend) Profile(reset bool) []OpTime {
 		out = append(out, *t)
 	}
 	if reset {
-		p.ops = map[[2]string]*OpTime{}
+		p.ops = map[profKey]*OpTime{}
 	}
 	slices.SortFunc(out, func(a, b OpTime) int {
 		if c := cmp.Compare(b.Time, a.Time); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.Op+a.Where, b.Op+b.Where)
+		if c := cmp.Compare(a.Op+a.Where, b.Op+b.Where); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Size, b.Size)
 	})
 	return out
 }

@@ -3,6 +3,7 @@ package gocpu
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
@@ -90,5 +91,38 @@ func assertSame(t *testing.T, got, want []float64, gs, ws shapes.Shape) {
 		if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
 			t.Fatalf("[%d] = %v, want %v", i, got[i], want[i])
 		}
+	}
+}
+
+// TestProfileBySize: "profile=shapes" splits an op kind by output size
+// (two products of different sizes are two rows, with their sizes), and
+// any other profile value is refused.
+func TestProfileBySize(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 20))
+	x, y := randTensor(r, dtypes.Float32, 3, 40), randTensor(r, dtypes.Float32, 40)
+	fn := func(in []*graph.Node) []*graph.Node {
+		a := graph.Mul(in[0], in[0])                                 // 120 elements
+		b := graph.Mul(in[1], graph.Exp(in[1]))                      // 40 elements
+		return []*graph.Node{graph.Add(graph.ReduceSum(a, 0), b), a} // a is also an output
+	}
+	be, err := New("profile=shapes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Finalize()
+	if _, _, err := run(t, be, fn, x, y); err != nil {
+		t.Fatal(err)
+	}
+	sizes := map[int]int{}
+	for _, p := range be.(*Backend).Profile(true) {
+		if p.Op == "Mul" {
+			sizes[p.Size] += p.Calls
+		}
+	}
+	if len(sizes) != 2 || sizes[120] != 1 || sizes[40] != 1 {
+		t.Errorf("Mul by size: %v, want one call of 120 and one of 40 elements", sizes)
+	}
+	if _, err := New("profile=bogus"); err == nil || !strings.Contains(err.Error(), "profile") {
+		t.Errorf("profile=bogus: %v", err)
 	}
 }

@@ -120,8 +120,9 @@ type Options struct {
 	PeerScript, Python string
 	// Profile also runs one training step and one decode of each model on
 	// a profiling gocpu backend ("gocpu:profile") and reports the time per
-	// op kind (ModelRow.TrainProfile, DecodeProfile).
-	Profile bool
+	// op kind (ModelRow.TrainProfile, DecodeProfile); ProfileShapes splits
+	// each kind by output size ("gocpu:profile=shapes").
+	Profile, ProfileShapes bool
 	// DecodeOnly measures only batch-1 decoding against the streaming
 	// bound (see RunDecode); Profile then profiles decoding alone.
 	DecodeOnly bool
@@ -359,7 +360,7 @@ func runDecode(opt *Options, r *Report) error {
 			}
 			f.DecodeBF16TokS, f.DecodeBF16CPUs = max(f.DecodeBF16TokS, tps), minPositive(f.DecodeBF16CPUs, cpu)
 		}
-		if opt.Profile {
+		if opt.Profile || opt.ProfileShapes {
 			if err := profileModel(ms.Config, opt, &row); err != nil {
 				return fmt.Errorf("model %s: profile: %w", ms.Name, err)
 			}
@@ -488,7 +489,7 @@ func measureModel(ms ModelSpec, opt *Options, step func(string)) (*ModelRow, err
 		return nil, fmt.Errorf("%s backend, bf16 weights: %w", gocpu.BackendName, err)
 	}
 	step(ms.Name + " gocpu")
-	if opt.Profile {
+	if opt.Profile || opt.ProfileShapes {
 		if err := profileModel(ms.Config, opt, row); err != nil {
 			return nil, fmt.Errorf("profile: %w", err)
 		}

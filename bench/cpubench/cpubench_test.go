@@ -16,6 +16,7 @@ import (
 
 	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/backend/gocpu"
+	"github.com/cas-engine/cas/internal/cputime"
 	"github.com/cas-engine/cas/model/qwen"
 )
 
@@ -226,7 +227,7 @@ func TestRunAndReport(t *testing.T) {
 	row := ModelRow{Name: "m", Params: 4_000_000, Batch: 8, SeqLen: 256, Fast: fig, Plain: ModelFigures{DecodeTokS: 100},
 		ForwardFLOPs: 25e9, TrainFLOPs: 75e9, DecodeBytes: 16e6,
 		Peer:         &PeerFigures{ForwardS: 2, ForwardTokS: 1024, TrainStepS: 6, BLAS: "openblas-pthread/libblas.so.3"},
-		TrainProfile: []gocpu.OpTime{{Op: "DotGeneral", Where: "gocpu", Calls: 10, Time: 3 * time.Second}, {Op: "Equal", Where: "simplego", Calls: 1, Time: time.Second}}}
+		TrainProfile: []gocpu.OpTime{{Op: "DotGeneral", Where: "gocpu", Calls: 10, Time: 3 * time.Second}, {Op: "Equal", Where: "simplego", Size: 64, Calls: 1, Time: time.Second}}}
 	ref := row
 	ref.Name, ref.TrainProfile = "r", nil
 	ref.Peer = &PeerFigures{ForwardS: 2, ForwardTokS: 1024, TrainStepS: 6, BLAS: "reference:blas/libblas.so.3"}
@@ -242,7 +243,7 @@ func TestRunAndReport(t *testing.T) {
 		"| m | 25.0 | 0.250 s | 0.500 s | 2.00× | 75.0 | 0.750 s | 1.500 s | 2.00× |",
 		// 3 GB/s over 16 MB a token: 188 tok/s; 300 measured; BF16 375, 450.
 		"| m | 16.0 | 188 | 300.0 | 160% | 375 | 450.0 | 120% | 2.40× | 100.0 | 3.00× |",
-		"| DotGeneral | gocpu | 10 | 3000.00 ms | 75% |", "| Equal | simplego | 1 | 1000.00 ms | 25% |",
+		"| DotGeneral | gocpu | 10 | 3000.00 ms | 75% |", "| Equal, 64 elements | simplego | 1 | 1000.00 ms | 25% |",
 	} {
 		if !strings.Contains(text, want) {
 			t.Fatalf("report lacks %q:\n%s", want, text)
@@ -333,12 +334,14 @@ func BenchmarkQwen(b *testing.B) {
 			if _, err := m.Logits(ids, mask, batch, seqLen); err != nil {
 				b.Fatal(err)
 			}
+			cpu0 := cputime.Process()
 			for b.Loop() {
 				if _, err := m.Logits(ids, mask, batch, seqLen); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.ReportMetric(float64(b.N*batch*seqLen)/b.Elapsed().Seconds(), "tok/s")
+			b.ReportMetric((cputime.Process()-cpu0).Seconds()/float64(b.N), "cpu-s/op")
 		})
 		b.Run(ms.Name+"/trainstep/gocpu", func(b *testing.B) {
 			tr, err := NewTrainer(m, 1e-4)
@@ -348,11 +351,14 @@ func BenchmarkQwen(b *testing.B) {
 			if _, err := tr.Step(ids, batch, seqLen); err != nil {
 				b.Fatal(err)
 			}
+			cpu0 := cputime.Process()
 			for b.Loop() {
 				if _, err := tr.Step(ids, batch, seqLen); err != nil {
 					b.Fatal(err)
 				}
 			}
+			// CPU time is steadier than wall time on a shared machine.
+			b.ReportMetric((cputime.Process()-cpu0).Seconds()/float64(b.N), "cpu-s/op")
 		})
 		plain, err := simplego.New("")
 		if err != nil {
@@ -410,25 +416,40 @@ func TestLimits(t *testing.T) {
 }
 
 // TestProfileModel: the per-op profile of a tiny model's training step and
-// decode names the products and counts one decode run's ops.
+// decode names the products and the fused kernels (the attention softmax
+// and its gradient, SwiGLU) and counts one decode run's ops; with
+// ProfileShapes every row has its output size.
 func TestProfileModel(t *testing.T) {
-	opt := Options{Batch: 2, SeqLen: 16, DecodeTokens: 4}
-	opt.defaults()
-	var row ModelRow
-	if err := profileModel(tinyConfig, &opt, &row); err != nil {
-		t.Fatal(err)
-	}
-	for name, prof := range map[string][]gocpu.OpTime{"train": row.TrainProfile, "decode": row.DecodeProfile} {
-		found := false
-		for _, p := range prof {
-			found = found || (p.Op == "DotGeneral" && p.Where == "gocpu" && p.Calls > 0 && p.Time > 0)
+	for _, shapes := range []bool{false, true} {
+		opt := Options{Batch: 2, SeqLen: 16, DecodeTokens: 4, ProfileShapes: shapes}
+		opt.defaults()
+		var row ModelRow
+		if err := profileModel(tinyConfig, &opt, &row); err != nil {
+			t.Fatal(err)
 		}
-		if !found {
-			t.Fatalf("%s profile lacks DotGeneral: %+v", name, prof)
+		for name, prof := range map[string][]gocpu.OpTime{"train": row.TrainProfile, "decode": row.DecodeProfile} {
+			found := map[string]bool{}
+			for _, p := range prof {
+				if p.Where == "gocpu" && p.Calls > 0 && p.Time > 0 {
+					found[p.Op] = true
+				}
+				if shapes && p.Size <= 0 && p.Op != "Reshape" {
+					t.Errorf("%s profile by size: %+v has no size", name, p)
+				}
+			}
+			want := []string{"DotGeneral", "Softmax", "MulSilu"}
+			if name == "train" {
+				want = append(want, "SoftmaxGrad", "SiluGradMul", "RMSNormGrad")
+			}
+			for _, op := range want {
+				if !found[op] {
+					t.Fatalf("%s profile lacks %s: %+v", name, op, prof)
+				}
+			}
 		}
-	}
-	if row.DecodeProfileTokens != 4 {
-		t.Fatalf("decode tokens %d", row.DecodeProfileTokens)
+		if row.DecodeProfileTokens != 4 {
+			t.Fatalf("decode tokens %d", row.DecodeProfileTokens)
+		}
 	}
 }
 

@@ -174,7 +174,11 @@ func writeProfile(w io.Writer, title string, prof []gocpu.OpTime, unprofiled flo
 	}
 	fmt.Fprintf(w, ":\n\n| op | runs on | calls | time | share |\n|---|---|---:|---:|---:|\n")
 	for _, p := range prof {
-		fmt.Fprintf(w, "| %s | %s | %d | %s | %s |\n", p.Op, p.Where, p.Calls, msecs(p.Time), pct(p.Time.Seconds(), total.Seconds()))
+		op := p.Op
+		if p.Size > 0 {
+			op = fmt.Sprintf("%s, %d elements", op, p.Size)
+		}
+		fmt.Fprintf(w, "| %s | %s | %d | %s | %s |\n", op, p.Where, p.Calls, msecs(p.Time), pct(p.Time.Seconds(), total.Seconds()))
 	}
 }
 

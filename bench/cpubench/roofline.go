@@ -91,7 +91,11 @@ func measureStreamCPU(threads int, minTime time.Duration) (bps, cpuBps float64) 
 // decode of a random model of cfg on a profiling gocpu backend, each after a warm-up (compilation), and
 // records the time per op kind in row.
 func profileModel(cfg *qwen.Config, opt *Options, row *ModelRow) error {
-	be, err := backend.NewWithConfig(gocpu.BackendName + ":profile")
+	config := gocpu.BackendName + ":profile"
+	if opt.ProfileShapes {
+		config += "=shapes"
+	}
+	be, err := backend.NewWithConfig(config)
 	if err != nil {
 		return err
 	}

@@ -45,7 +45,8 @@ streaming bound (float32 weight bytes at the measured read bandwidth).
 
 --profile also runs one training step and one decode per model on
 GOMLX_BACKEND=gocpu:profile and prints the time per op kind, and which
-backend ran it (gocpu's kernels or simplego). For a pprof view of the same
+backend ran it (gocpu's kernels or simplego, the fused kernels by name);
+--profile-shapes splits each op kind by output size. For a pprof view of the same
 work: go test -run '^$' -bench 'Qwen/qwen3-4M/trainstep' -benchtime 3x
 -cpuprofile cpu.out ./bench/cpubench/, then go tool pprof -top cpu.out.
 
@@ -118,6 +119,7 @@ machine.`,
 	f.BoolVar(&opt.Plain, "plain", false, "also time the forward pass on the pure-Go backend (slow)")
 	f.BoolVar(&opt.Profile, "profile", false, "print the time per op kind of one training step and one decode per model")
 	f.BoolVar(&opt.DecodeOnly, "decode-only", false, "measure only batch-1 decode against the streaming bound (no GEMM, forward, training or peer)")
+	f.BoolVar(&opt.ProfileShapes, "profile-shapes", false, "with the profile, split each op kind by output size (implies --profile)")
 	defPeer := sharedDefault("bench", "torch_qwen_peer.py")
 	if defPeer == "" {
 		defPeer = filepath.Join("..", "shared", "bench", "torch_qwen_peer.py")

@@ -22,6 +22,8 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/ml/context"
+
+	"github.com/cas-engine/cas/model/vjp"
 )
 
 // maskedScore is the score given to disallowed (future or padded) keys. It
@@ -45,15 +47,9 @@ func linear(x, w, b *graph.Node) *graph.Node {
 // Face does for bfloat16 models. x [..., n], w [n].
 func rmsNorm(x, w *graph.Node, eps float64) *graph.Node {
 	dt := x.DType()
-	x = graph.ConvertDType(x, dtypes.Float32)
-	ms := graph.ReduceAndKeep(graph.Square(x), graph.ReduceMean, -1)
-	y := graph.Div(x, graph.Sqrt(graph.AddScalar(ms, eps))) // Rsqrt has no gradient in GoMLX v0.26
-	y = graph.ConvertDType(y, dt)
+	y := graph.ConvertDType(vjp.RMSNormalize(graph.ConvertDType(x, dtypes.Float32), eps), dt)
 	return graph.Mul(y, graph.ExpandLeftToRank(graph.ConvertDType(w, dt), y.Rank()))
 }
-
-// silu is x·σ(x), the gate activation of the SwiGLU MLP (Shazeer 2020).
-func silu(x *graph.Node) *graph.Node { return graph.Mul(x, graph.Logistic(x)) }
 
 // ropeTables returns cos and sin [B, T, 1, h] of the rotary embedding (Su et
 // al. 2021) at positions pos [B, T]: angle(p, i) = p · θ^(−2i/h) for
@@ -109,9 +105,9 @@ func attend(c *Config, q, keys, values, bias *graph.Node) *graph.Node {
 	scores = graph.Add(scores, graph.Reshape(bias, b, 1, 1, t, s))
 	// The softmax runs in float32 whatever the activations' dtype (Hugging
 	// Face's eager attention: softmax(…, dtype=float32).to(q.dtype)).
-	probs := graph.ConvertDType(graph.Softmax(graph.ConvertDType(scores, dtypes.Float32), -1), q.DType()) // [B, k, r, T, S]
-	out := graph.Einsum("bkrts,bkhs->btkrh", probs, values)                                               // [B, T, k, r, h]
-	return graph.Reshape(out, b, t, kv*r*h)                                                               // [B, T, H·h]
+	probs := graph.ConvertDType(vjp.Softmax(graph.ConvertDType(scores, dtypes.Float32)), q.DType()) // [B, k, r, T, S]
+	out := graph.Einsum("bkrts,bkhs->btkrh", probs, values)                                         // [B, T, k, r, h]
+	return graph.Reshape(out, b, t, kv*r*h)                                                         // [B, T, H·h]
 }
 
 // attentionFn computes the attention output [B, T, H·h] of layer l from
@@ -139,7 +135,7 @@ func decoder(c *Config, w *weights, ids, pos *graph.Node, attention attentionFn)
 		q, k = applyRope(q, cos, sin), applyRope(k, cos, sin)
 		x = graph.Add(x, linear(attention(l, q, k, v), lw.O, lw.OBias))
 		n2 := rmsNorm(x, lw.PostNorm, eps)
-		x = graph.Add(x, linear(graph.Mul(silu(linear(n2, lw.Gate, nil)), linear(n2, lw.Up, nil)), lw.Down, nil))
+		x = graph.Add(x, linear(vjp.SwiGLU(linear(n2, lw.Gate, nil), linear(n2, lw.Up, nil)), lw.Down, nil))
 	}
 	return rmsNorm(x, w.Norm, eps)
 }

@@ -8,6 +8,8 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
+
+	"github.com/cas-engine/cas/model/vjp"
 )
 
 // ScoreOptions tune TokenLogProbs.
@@ -52,10 +54,7 @@ func TokenLogProbs(ctx *context.Context, c *Config, ids, mask, respMask *graph.N
 	if tau != 1 {
 		logits = graph.DivScalar(logits, tau)
 	}
-	mx := graph.StopGradient(graph.ReduceAndKeep(logits, graph.ReduceMax, -1)) // [B, T, 1]
-	shifted := graph.Sub(logits, mx)
-	sumExp := graph.ReduceSum(graph.Exp(shifted), -1)            // [B, T]
-	lse := graph.Add(graph.Log(sumExp), graph.Reshape(mx, b, t)) // [B, T]
+	lse := vjp.LogSumExp(logits) // [B, T]
 
 	// next[b, s] = ids[b, s+1] (the token predicted at s); 0 at the end.
 	next := graph.Concatenate([]*graph.Node{
@@ -70,6 +69,9 @@ func TokenLogProbs(ctx *context.Context, c *Config, ids, mask, respMask *graph.N
 	shift := shiftMatrix(g, t) // [T, T]: moves s to s+1
 	logp = graph.Einsum("bs,st->bt", graph.Sub(target, lse), shift)
 	if opts.Entropy {
+		mx := graph.StopGradient(graph.ReduceAndKeep(logits, graph.ReduceMax, -1)) // [B, T, 1]
+		shifted := graph.Sub(logits, mx)
+		sumExp := graph.ReduceSum(graph.Exp(shifted), -1)                    // [B, T]
 		probs := graph.Div(graph.Exp(shifted), graph.ExpandAxes(sumExp, -1)) // [B, T, V]
 		meanLogit := graph.ReduceSum(graph.Mul(probs, logits), -1)           // [B, T]
 		entropy = graph.Einsum("bs,st->bt", graph.Sub(lse, meanLogit), shift)

@@ -1,0 +1,164 @@
+package tensor
+
+import "github.com/viterin/vek/vek32"
+
+// Softmax over the last axis, forward and backward, fused: one pass over
+// each row where the unfused graph (max, subtract, exp, sum, divide; and
+// for the gradient five to seven elementwise ops over the whole tensor)
+// makes several. Attention's softmax over [B, H, T, S] scores is the
+// model's largest such tensor after the logits.
+
+// softmaxMinElems is the number of elements below which the softmax
+// kernels run on the calling goroutine.
+const softmaxMinElems = 1 << 15
+
+// SoftmaxRows writes dst = softmax(x) over each row of n contiguous
+// elements (len(x) a multiple of n; dst may be x):
+//
+//	p_i = e^(x_i − m) / Σ_j e^(x_j − m),   m = max_j x_j,
+//
+// as graph.Softmax computes it (max subtracted, exponentials summed, then
+// normalised; the division is a product by the reciprocal of the sum, so
+// results differ from the division by at most 1 ulp). A row holding NaN,
+// or +Inf, gives NaNs, as the unfused graph does. Rows are split over up
+// to workers goroutines (≤ 0: GOMAXPROCS). Softmax (norm.go) is the
+// sampler's one-row softmax, with a float64 sum and a uniform result for
+// an all −Inf row; this one reproduces the model graph's.
+func SoftmaxRows(dst, x []float32, n, workers int) {
+	rows := softmaxRows("SoftmaxRows", len(dst), len(x), n)
+	if rows == 0 {
+		return
+	}
+	run := func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			softmaxRow(dst[r*n:(r+1)*n], x[r*n:(r+1)*n])
+		}
+	}
+	if len(dst) < softmaxMinElems {
+		run(0, rows)
+		return
+	}
+	ParallelFor(rows, workers, 1, func(_, lo, hi int) { run(lo, hi) })
+}
+
+// SoftmaxGradRows writes the gradient of the loss with respect to the
+// softmax's input from its output p and the gradient g with respect to
+// that output, row by row (rows of n contiguous elements; dst may be p or
+// g):
+//
+//	dx_i = p_i · (g_i − Σ_j g_j p_j).
+func SoftmaxGradRows(dst, p, g []float32, n, workers int) {
+	rows := softmaxRows("SoftmaxGradRows", len(dst), len(p), n)
+	checkLen("SoftmaxGradRows: g", len(g), len(dst))
+	if rows == 0 {
+		return
+	}
+	run := func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			pr, gr, d := p[r*n:(r+1)*n], g[r*n:(r+1)*n], dst[r*n:(r+1)*n]
+			dot := Dot(gr, pr)
+			if &d[0] == &pr[0] {
+				for i, pv := range pr {
+					d[i] = pv * (gr[i] - dot)
+				}
+				continue
+			}
+			if &d[0] == &gr[0] {
+				vek32.SubNumber_Inplace(d, dot)
+			} else {
+				vek32.SubNumber_Into(d, gr, dot)
+			}
+			vek32.Mul_Inplace(d, pr)
+		}
+	}
+	if len(dst) < softmaxMinElems {
+		run(0, rows)
+		return
+	}
+	ParallelFor(rows, workers, 1, func(_, lo, hi int) { run(lo, hi) })
+}
+
+// softmaxRows checks the lengths of a softmax kernel's operands and
+// returns the number of rows.
+func softmaxRows(what string, ndst, nx, n int) int {
+	checkLen(what+": x", nx, ndst)
+	if ndst == 0 {
+		return 0
+	}
+	if n <= 0 || ndst%n != 0 {
+		panic(what + ": length is not a multiple of the row length")
+	}
+	return ndst / n
+}
+
+// softmaxRow is one row of SoftmaxRows (dst may be x).
+func softmaxRow(dst, x []float32) {
+	m := Max(x)
+	if &dst[0] == &x[0] {
+		vek32.SubNumber_Inplace(dst, m)
+	} else {
+		vek32.SubNumber_Into(dst, x, m)
+	}
+	Exp(dst, dst)
+	vek32.MulNumber_Inplace(dst, 1/vek32.Sum(dst))
+}
+
+// SumExpRows writes dst[r] = Σ_i e^(x_i − m) with m = max_i x_i for each row
+// of n contiguous elements (len(x) = len(dst)·n): the normaliser of a
+// softmax or log-sum-exp, m + log dst[r], without writing the exponentials
+// (the shift is graph.Softmax's and graph.LogSoftmax's). Rows are split over
+// up to workers goroutines (≤ 0: GOMAXPROCS).
+func SumExpRows(dst, x []float32, n, workers int) {
+	checkLen("SumExpRows: x", len(x), len(dst)*n)
+	run := func(lo, hi int) {
+		var buf [swigluBlock]float32
+		for r := lo; r < hi; r++ {
+			row := x[r*n : (r+1)*n]
+			m := Max(row)
+			var s float32
+			for b := 0; b < n; b += len(buf) {
+				e := buf[:min(len(buf), n-b)]
+				vek32.SubNumber_Into(e, row[b:b+len(e)], m)
+				Exp(e, e)
+				s += vek32.Sum(e)
+			}
+			dst[r] = s
+		}
+	}
+	if len(x) < softmaxMinElems {
+		run(0, len(dst))
+		return
+	}
+	ParallelFor(len(dst), workers, 1, func(_, lo, hi int) { run(lo, hi) })
+}
+
+// ExpShiftScaleRows writes dst_i = g · e^(x_i − l) for each row of n
+// contiguous elements, with g and l per row (len(g) = len(l) = rows; dst
+// may be x): the gradient of log-sum-exp, g ⊙ softmax(x), when l is the
+// row's log-sum-exp.
+func ExpShiftScaleRows(dst, x, l, g []float32, n, workers int) {
+	rows := len(l)
+	checkLen("ExpShiftScaleRows: dst", len(dst), rows*n)
+	checkLen("ExpShiftScaleRows: x", len(x), rows*n)
+	checkLen("ExpShiftScaleRows: g", len(g), rows)
+	run := func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			d, xr := dst[r*n:(r+1)*n], x[r*n:(r+1)*n]
+			if n == 0 {
+				continue
+			}
+			if &d[0] == &xr[0] {
+				vek32.SubNumber_Inplace(d, l[r])
+			} else {
+				vek32.SubNumber_Into(d, xr, l[r])
+			}
+			Exp(d, d)
+			vek32.MulNumber_Inplace(d, g[r])
+		}
+	}
+	if len(dst) < softmaxMinElems {
+		run(0, rows)
+		return
+	}
+	ParallelFor(rows, workers, 1, func(_, lo, hi int) { run(lo, hi) })
+}

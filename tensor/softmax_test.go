@@ -1,0 +1,204 @@
+package tensor
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// softmaxRef is the softmax of one row in float64 (the reference).
+func softmaxRef(x []float32) []float64 {
+	m := math.Inf(-1)
+	for _, v := range x {
+		m = max(m, float64(v))
+	}
+	p := make([]float64, len(x))
+	s := 0.0
+	for i, v := range x {
+		p[i] = math.Exp(float64(v) - m)
+		s += p[i]
+	}
+	for i := range p {
+		p[i] /= s
+	}
+	return p
+}
+
+// TestSoftmaxRows compares the fused softmax and its gradient with the
+// float64 reference over random rows of odd and even lengths, zero rows,
+// a single element (T = 1), long rows, and rows with masked (−1e30)
+// entries as attention's causal mask gives them, in and out of place.
+func TestSoftmaxRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 9))
+	cases := []struct{ rows, n int }{{0, 5}, {1, 1}, {7, 1}, {3, 7}, {5, 16}, {4, 33}, {2, 256}, {300, 200}, {2, 4099}, {1, 40000}}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("%dx%d", c.rows, c.n), func(t *testing.T) {
+			x := make([]float32, c.rows*c.n)
+			g := make([]float32, len(x))
+			for i := range x {
+				x[i] = float32(r.NormFloat64() * 4)
+				g[i] = float32(r.NormFloat64())
+				if c.n > 2 && r.IntN(4) == 0 {
+					x[i] = -1e30 // masked
+				}
+			}
+			p := make([]float32, len(x))
+			SoftmaxRows(p, x, c.n, 2)
+			dx := make([]float32, len(x))
+			SoftmaxGradRows(dx, p, g, c.n, 2)
+			for row := range c.rows {
+				xs := x[row*c.n : (row+1)*c.n]
+				want := softmaxRef(xs)
+				dot := 0.0
+				for i, pv := range want {
+					dot += pv * float64(g[row*c.n+i])
+				}
+				sum := 0.0
+				for i, w := range want {
+					got := float64(p[row*c.n+i])
+					sum += got
+					// Float32 sums of n terms: relative error up to about n·2⁻²⁴/8.
+					if math.Abs(got-w) > (2e-6+2e-10*float64(c.n))*w+1e-12 {
+						t.Fatalf("row %d: p[%d] = %g, want %g", row, i, got, w)
+					}
+					wd := w * (float64(g[row*c.n+i]) - dot)
+					scale := w * (math.Abs(float64(g[row*c.n+i])) + math.Abs(dot) + 1)
+					if d := math.Abs(float64(dx[row*c.n+i]) - wd); d > 1e-5*scale+1e-12 {
+						t.Fatalf("row %d: dx[%d] = %g, want %g", row, i, dx[row*c.n+i], wd)
+					}
+				}
+				if math.Abs(sum-1) > 1e-5 {
+					t.Fatalf("row %d sums to %g", row, sum)
+				}
+			}
+			// In place: dst = x for the softmax, dst = g for the gradient.
+			SoftmaxRows(x, x, c.n, 1)
+			SoftmaxGradRows(g, p, g, c.n, 1)
+			for i := range x {
+				if x[i] != p[i] || g[i] != dx[i] {
+					t.Fatalf("in place [%d]: %g, %g, want %g, %g", i, x[i], g[i], p[i], dx[i])
+				}
+			}
+		})
+	}
+	// A row with NaN gives NaN, as the unfused graph does.
+	p := make([]float32, 3)
+	SoftmaxRows(p, []float32{1, float32(math.NaN()), 2}, 3, 1)
+	for _, v := range p {
+		if !math.IsNaN(float64(v)) {
+			t.Fatalf("softmax with a NaN = %v", p)
+		}
+	}
+}
+
+func TestSoftmaxRowsBadLength(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("no panic for a length that is not a multiple of the row")
+		}
+	}()
+	SoftmaxRows(make([]float32, 10), make([]float32, 10), 3, 1)
+}
+
+// BenchmarkSoftmaxRows times the fused softmax and its gradient on one
+// layer's attention scores of the 25M benchmark model ([8, 8, 256, 256]).
+func BenchmarkSoftmaxRows(b *testing.B) {
+	const n = 256
+	x := make([]float32, 8*8*256*n)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	p, g := make([]float32, len(x)), make([]float32, len(x))
+	copy(g, x)
+	b.Run("forward", func(b *testing.B) {
+		b.SetBytes(int64(8 * len(x)))
+		for b.Loop() {
+			SoftmaxRows(p, x, n, 0)
+		}
+	})
+	b.Run("gradient", func(b *testing.B) {
+		b.SetBytes(int64(12 * len(x)))
+		for b.Loop() {
+			SoftmaxGradRows(x, p, g, n, 0)
+		}
+	})
+}
+
+// TestSumExpRows compares SumExpRows and ExpShiftScaleRows with float64
+// references over zero rows, T = 1, odd and long rows (past one block of
+// exponentials) and masked entries.
+func TestSumExpRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 10))
+	for _, c := range []struct{ rows, n int }{{0, 3}, {1, 1}, {4, 7}, {3, 256}, {2, 1000}, {40, 4099}} {
+		t.Run(fmt.Sprintf("%dx%d", c.rows, c.n), func(t *testing.T) {
+			x := make([]float32, c.rows*c.n)
+			for i := range x {
+				x[i] = float32(r.NormFloat64() * 5)
+				if c.n > 2 && i%9 == 4 {
+					x[i] = -1e30
+				}
+			}
+			s := make([]float32, c.rows)
+			SumExpRows(s, x, c.n, 2)
+			l, g := make([]float32, c.rows), make([]float32, c.rows)
+			for j := range l {
+				l[j], g[j] = float32(r.NormFloat64()), float32(r.NormFloat64())
+			}
+			d := make([]float32, len(x))
+			ExpShiftScaleRows(d, x, l, g, c.n, 2)
+			for j := range c.rows {
+				row := x[j*c.n : (j+1)*c.n]
+				m := math.Inf(-1)
+				for _, v := range row {
+					m = max(m, float64(v))
+				}
+				want := 0.0
+				for _, v := range row {
+					want += math.Exp(float64(v) - m)
+				}
+				if math.Abs(float64(s[j])-want) > (2e-6+2e-10*float64(c.n))*want {
+					t.Fatalf("row %d: sum %g, want %g", j, s[j], want)
+				}
+				for i, v := range row {
+					w := float64(g[j]) * math.Exp(float64(v)-float64(l[j]))
+					if got := float64(d[j*c.n+i]); math.Abs(got-w) > 4e-6*math.Abs(w)+1e-37 {
+						t.Fatalf("row %d [%d]: %g, want %g", j, i, got, w)
+					}
+				}
+			}
+			ExpShiftScaleRows(x, x, l, g, c.n, 1) // in place
+			for i := range x {
+				if x[i] != d[i] {
+					t.Fatalf("in place [%d] = %g, want %g", i, x[i], d[i])
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkSumExpRows times the log-sum-exp kernels on 64 rows of the 25M
+// benchmark model's vocabulary (16,384).
+func BenchmarkSumExpRows(b *testing.B) {
+	const rows, n = 64, 16384
+	r := rand.New(rand.NewPCG(1, 2))
+	x := make([]float32, rows*n)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	s, l, g := make([]float32, rows), make([]float32, rows), make([]float32, rows)
+	d := make([]float32, len(x))
+	b.Run("sum", func(b *testing.B) {
+		b.SetBytes(int64(4 * len(x)))
+		for b.Loop() {
+			SumExpRows(s, x, n, 0)
+		}
+	})
+	b.Run("gradient", func(b *testing.B) {
+		b.SetBytes(int64(8 * len(x)))
+		for b.Loop() {
+			ExpShiftScaleRows(d, x, l, g, n, 0)
+		}
+	})
+}
