@@ -94,12 +94,13 @@ func (o *ScaleOptions) defaults() {
 	}
 }
 
-// The IVF and IVF-PQ search settings of `cas bench scale` by default (see
-// the README's sweep).
+// The IVF and IVF-PQ settings of `cas bench scale` by default: IVF-PQ's
+// defaults (vector.DefaultPQNProbe, vector.DefaultPQRerank; see the
+// README's sweep) and 64-byte codes.
 const (
-	ScaleNProbe = 64
+	ScaleNProbe = vector.DefaultPQNProbe
 	ScalePQ     = 64
-	ScaleRerank = 100
+	ScaleRerank = vector.DefaultPQRerank
 )
 
 // ScaleNList is the default IVF list count for n rows: √n rounded to a
