@@ -41,10 +41,11 @@ type ScaleOptions struct {
 	Batch   int    // queries of the timed batch (2,560: one GRPO step)
 	Threads int    // search and conversion threads (≤ 0: all cores)
 	NList   int    // IVF lists (0: √N rounded to a power of two)
-	// NProbes are the IVF lists searched; each value is measured on the
-	// same built index (a sweep), as are Reranks for IVF-PQ.
+	// NProbes are the IVF lists searched (ScaleNProbe); each value is
+	// measured on the same built index (a sweep), as are Reranks for
+	// IVF-PQ (ScaleRerank).
 	NProbes []int
-	PQs     []int // IVF-PQ bytes per vector: one IVF-PQ build each
+	PQs     []int // IVF-PQ bytes per vector (ScalePQ): one IVF-PQ build each
 	Reranks []int // IVF-PQ exact re-rank depths
 	// RAMBytes is the memory a flat index must fit in to be searched as
 	// usual (≤ 0: MemAvailable when the child starts); a larger one is
