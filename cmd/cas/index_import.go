@@ -71,8 +71,8 @@ read, by pread, so the server's resident memory is the codes, not the file).`,
 	fl.BoolVar(&f.sq8, "sq8", false, "convert the vectors to 8-bit scalar-quantized codes (a quarter of the memory)")
 	fl.IntVar(&f.ivf, "ivf", 0, "convert to an IVF index with this many lists (combine with --sq8 or --f16)")
 	fl.IntVar(&f.pq, "pq", 0, "IVF-PQ: product-quantize with this many sub-quantizers (bytes per vector; with --ivf)")
-	fl.IntVar(&f.rerank, "rerank", 0, "IVF-PQ: re-score this many candidates per query exactly from the FAISS file")
-	fl.IntVar(&f.nprobe, "nprobe", 1, "IVF: lists a search visits by default")
+	fl.IntVar(&f.rerank, "rerank", 0, fmt.Sprintf("IVF-PQ: re-score this many candidates per query exactly from the FAISS file (with --pq default %d; 0: none)", vector.DefaultPQRerank))
+	fl.IntVar(&f.nprobe, "nprobe", 1, fmt.Sprintf("IVF: lists a search visits by default (with --pq default %d)", vector.DefaultPQNProbe))
 	fl.IntVar(&f.trainSize, "train-size", 0, "vectors sampled for training (default 256·nlist for IVF, max(256·nlist, 65536) for IVF-PQ, 65536 for SQ8)")
 	fl.IntVar(&f.iterations, "iter", 10, "IVF: k-means iterations")
 	fl.Uint64Var(&f.seed, "seed", 1234, "IVF: k-means seed")
@@ -91,6 +91,17 @@ func runIndexImport(cmd *cobra.Command, f *indexImportFlags) error {
 		return errors.New("index import: --out DIR is required")
 	case f.dense.encoder == "":
 		return errors.New("index import: --encoder DIR is required (the E5 encoder that embedded the passages)")
+	}
+	if f.pq > 0 {
+		// IVF-PQ's measured defaults (vector.DefaultPQNProbe, DefaultPQRerank)
+		// unless the flags say otherwise: nprobe 1 and no re-rank would
+		// serve wiki-18 at a fraction of exact search's recall.
+		if !cmd.Flags().Changed("nprobe") {
+			f.nprobe = vector.DefaultPQNProbe
+		}
+		if !cmd.Flags().Changed("rerank") {
+			f.rerank = vector.DefaultPQRerank
+		}
 	}
 	if f.f16 && f.sq8 {
 		return errors.New("index import: --f16 and --sq8 exclude each other")

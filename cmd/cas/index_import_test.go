@@ -304,17 +304,23 @@ func TestIndexImportEndToEnd(t *testing.T) {
 		{[]string{"--ivf", "8", "--sq8", "--nprobe", "8"}, 0.95},
 		// IVF-PQ: 16 bytes per vector, the 50 best re-scored from the FAISS file.
 		{[]string{"--ivf", "4", "--pq", "16", "--rerank", "50", "--nprobe", "4"}, 0.99},
+		// IVF-PQ's defaults: nprobe 32 (all 4 lists here) and a re-rank of 500.
+		{[]string{"--ivf", "4", "--pq", "16"}, 0.99},
 	} {
 		out := "conv" + strings.Join(tc.flags, "")
 		args := append([]string{"index", "import", "--faiss", "e5_Flat.index", "--corpus", "wiki.jsonl", "--encoder", encoder, "--tokenizer", tok, "--out", out}, tc.flags...)
-		if stdout, stderr, code := casIn(t, bin, wd, args...); code != 0 || !strings.Contains(stdout, "converted to") {
+		stdout, stderr, code := casIn(t, bin, wd, args...)
+		if code != 0 || !strings.Contains(stdout, "converted to") {
 			t.Fatalf("import %q: exit %d: %s %s", tc.flags, code, stdout, stderr)
+		}
+		if len(tc.flags) == 4 && !strings.Contains(stdout, "re-ranking 500 from the FAISS file") {
+			t.Errorf("import %q: the IVF-PQ default re-rank is not applied: %s", tc.flags, stdout)
 		}
 		args = []string{"index", "search", "--index", out, "-k", "10"}
 		for _, q := range queries {
 			args = append(args, "--query", q)
 		}
-		stdout, stderr, code := casIn(t, bin, wd, args...)
+		stdout, stderr, code = casIn(t, bin, wd, args...)
 		if code != 0 {
 			t.Fatalf("search %q: exit %d: %s", tc.flags, code, stderr)
 		}
