@@ -19,6 +19,7 @@ import (
 	"github.com/cas-engine/cas/internal/piecetok"
 	"github.com/cas-engine/cas/internal/scriptpolicy"
 	"github.com/cas-engine/cas/internal/sharedtest"
+	"github.com/cas-engine/cas/internal/testfile"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/tokenizer"
 	"github.com/cas-engine/cas/model/tokenizer/tokentest"
@@ -82,15 +83,6 @@ func ExampleDatasetName() {
 	// webq false
 }
 
-func writeFile(t *testing.T, dir, name, content string) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 func TestLoadDatasetErrors(t *testing.T) {
 	dir := t.TempDir()
 	good := `{"id": "1", "question": "q1?", "golden_answers": ["a"]}` + "\n" + `{"id": "2", "question": "q2?", "golden_answers": ["b", "c"]}` + "\n"
@@ -110,7 +102,7 @@ func TestLoadDatasetErrors(t *testing.T) {
 		{"nq_bad.jsonl", `{"id": "1", "question": `, 0, "nq_bad.jsonl:1: malformed JSON", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d, err := LoadDataset(writeFile(t, dir, tc.name, tc.content), tc.limit)
+			d, err := LoadDataset(testfile.Write(t, dir, tc.name, []byte(tc.content)), tc.limit)
 			if tc.want != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.want) {
 					t.Fatalf("error %v, want %q", err, tc.want)
@@ -125,7 +117,7 @@ func TestLoadDatasetErrors(t *testing.T) {
 	if _, err := LoadDataset(filepath.Join(dir, "missing.jsonl"), 0); err == nil || !strings.Contains(err.Error(), "missing.jsonl") {
 		t.Fatalf("missing file: %v", err)
 	}
-	a, b := writeFile(t, dir, "nq_a.jsonl", good), writeFile(t, dir, "nq_b.jsonl", good)
+	a, b := testfile.Write(t, dir, "nq_a.jsonl", []byte(good)), testfile.Write(t, dir, "nq_b.jsonl", []byte(good))
 	if _, err := LoadDatasets([]string{a, b}, 0); err == nil || !strings.Contains(err.Error(), `both dataset "nq"`) {
 		t.Fatalf("duplicate datasets: %v", err)
 	}
@@ -178,7 +170,7 @@ func testDocs() []search.Doc {
 func TestEvalScripted(t *testing.T) {
 	tok := tokentest.Qwen3(t)
 	dir := t.TempDir()
-	custom := writeFile(t, dir, "mine.jsonl", `{"id": "m1", "question": "Custom one?", "golden_answers": ["yes"]}`+"\n")
+	custom := testfile.Write(t, dir, "mine.jsonl", []byte(`{"id": "m1", "question": "Custom one?", "golden_answers": ["yes"]}`+"\n"))
 	paths := []string{
 		sharedtest.Path(t, "data", "qa", "nq_test_1k.jsonl"),
 		sharedtest.Path(t, "data", "qa", "hotpotqa_dev.jsonl"),
@@ -307,9 +299,9 @@ func TestEvalScripted(t *testing.T) {
 func TestEvalBaselines(t *testing.T) {
 	tok := tokentest.Qwen3(t)
 	dir := t.TempDir()
-	d, err := LoadDatasets([]string{writeFile(t, dir, "popqa_x.jsonl",
+	d, err := LoadDatasets([]string{testfile.Write(t, dir, "popqa_x.jsonl", []byte(
 		`{"id": "1", "question": "Who composed Easy Living?", "golden_answers": ["Ralph Rainger"]}`+"\n"+
-			`{"id": "2", "question": "Capital of France?", "golden_answers": ["Paris"]}`+"\n")}, 0)
+			`{"id": "2", "question": "Capital of France?", "golden_answers": ["Paris"]}`+"\n"))}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

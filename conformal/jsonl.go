@@ -1,12 +1,12 @@
 package conformal
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/cas-engine/cas/internal/jsonl"
 )
 
 // ReadQueries parses APS calibration/inference queries from JSONL, one query
@@ -22,7 +22,7 @@ import (
 // 1-based line.
 func ReadQueries(r io.Reader, requireGold bool) ([]Query, error) {
 	var out []Query
-	err := eachLine(r, func(line int, b []byte) error {
+	err := jsonl.Each(r, func(line int, b []byte) error {
 		var raw struct {
 			Scores []float64 `json:"scores"`
 			Gold   *int      `json:"gold"`
@@ -64,7 +64,7 @@ func ReadQueries(r io.Reader, requireGold bool) ([]Query, error) {
 // line.
 func ReadScoreLines(r io.Reader) ([][]float64, error) {
 	var out [][]float64
-	err := eachLine(r, func(line int, b []byte) error {
+	err := jsonl.Each(r, func(line int, b []byte) error {
 		var raw struct {
 			Scores []float64 `json:"scores"`
 		}
@@ -84,23 +84,4 @@ func ReadScoreLines(r io.Reader) ([][]float64, error) {
 		return nil, errors.New("no score lines (empty input)")
 	}
 	return out, nil
-}
-
-// eachLine calls fn with every non-blank line (1-based numbering).
-func eachLine(r io.Reader, fn func(line int, b []byte) error) error {
-	br := bufio.NewReader(r)
-	for line := 1; ; line++ {
-		b, err := br.ReadBytes('\n')
-		if err != nil && err != io.EOF {
-			return fmt.Errorf("line %d: %w", line, err)
-		}
-		if t := bytes.TrimSpace(b); len(t) > 0 {
-			if ferr := fn(line, t); ferr != nil {
-				return ferr
-			}
-		}
-		if err == io.EOF {
-			return nil
-		}
-	}
 }

@@ -1,10 +1,10 @@
 package search
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cas-engine/cas/internal/testfile"
 )
 
 // FuzzReadFolderSettings: any settings.json is accepted only with a known
@@ -21,10 +21,7 @@ func FuzzReadFolderSettings(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		dir := t.TempDir()
-		path := filepath.Join(dir, SettingsFile)
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		testfile.Write(t, dir, SettingsFile, b)
 		s, err := ReadFolderSettings(dir)
 		if err != nil {
 			if !strings.Contains(err.Error(), dir) {

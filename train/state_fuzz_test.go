@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cas-engine/cas/internal/testfile"
 	"github.com/cas-engine/cas/qa"
 )
 
@@ -24,10 +25,7 @@ func FuzzReadTrainerState(f *testing.F) {
 	prompts := []qa.Record{{ID: "a", Question: "q", Answers: []string{"x"}}, {ID: "b", Question: "r", Answers: []string{"y"}}}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		dir := t.TempDir()
-		path := filepath.Join(dir, TrainerStateFile)
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		path := testfile.Write(t, dir, TrainerStateFile, b)
 		st, err := ReadTrainerState(dir)
 		if err != nil {
 			if !strings.Contains(err.Error(), path) {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/cas-engine/cas/internal/atomicfile"
+	"github.com/cas-engine/cas/internal/jsonl"
 	"github.com/cas-engine/cas/world/bpe"
 )
 
@@ -184,31 +184,12 @@ func (w *World) WriteDir(dir string, tok *bpe.Model) error {
 	return nil
 }
 
-// readLines calls fn for every non-blank line of r with its 1-based number.
-func readLines(r io.Reader, fn func(line []byte, n int) error) error {
-	br := bufio.NewReader(r)
-	for n := 1; ; n++ {
-		line, err := br.ReadBytes('\n')
-		if len(bytes.TrimSpace(line)) > 0 {
-			if ferr := fn(line, n); ferr != nil {
-				return ferr
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("line %d: %w", n, err)
-		}
-	}
-}
-
 // ReadCorpus parses wiki-18 JSONL: {"id": …, "contents": "\"Title\"\ntext"}.
 // The title is the first line of contents with surrounding quotes removed;
 // Entity is -1 (unknown).
 func ReadCorpus(r io.Reader) ([]Passage, error) {
 	var out []Passage
-	err := readLines(r, func(line []byte, n int) error {
+	err := jsonl.Each(r, func(n int, line []byte) error {
 		var j struct {
 			ID       *string `json:"id"`
 			Contents *string `json:"contents"`
@@ -232,7 +213,7 @@ func ReadCorpus(r io.Reader) ([]Passage, error) {
 // that hop_info and gold_ids have one entry per hop.
 func ReadQuestions(r io.Reader) ([]Question, error) {
 	var out []Question
-	err := readLines(r, func(line []byte, n int) error {
+	err := jsonl.Each(r, func(n int, line []byte) error {
 		var q Question
 		if err := json.Unmarshal(line, &q); err != nil {
 			return fmt.Errorf("line %d: %w", n, err)

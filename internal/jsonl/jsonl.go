@@ -1,6 +1,7 @@
 // Package jsonl walks the lines of a JSON-lines stream: the one loop behind
-// every JSONL reader (QA files, warm-start files, metrics), with errors
-// that name the stream and the line.
+// every JSONL reader (QA files, warm-start files, metrics, conformal's
+// score files, the world's corpus and questions), with errors that name
+// the line (and, with Lines, the stream).
 package jsonl
 
 import (
@@ -20,18 +21,42 @@ var ErrStop = errors.New("jsonl: stop")
 // have torn). A read error or an error of fn (other than ErrStop) is
 // returned as "name:line: err".
 func Lines(r io.Reader, name string, fn func(line int, text []byte, last bool) error) error {
+	err := walk(r, func(line int, text []byte, last bool) error {
+		if ferr := fn(line, text, last); ferr != nil {
+			if errors.Is(ferr, ErrStop) {
+				return ErrStop
+			}
+			return fmt.Errorf("%s:%d: %w", name, line, ferr)
+		}
+		return nil
+	}, func(line int, err error) error { return fmt.Errorf("%s:%d: %w", name, line, err) })
+	if err == ErrStop {
+		return nil
+	}
+	return err
+}
+
+// Each is Lines for readers whose fn names the line itself: it calls fn
+// with the 1-based number and trimmed text of every non-blank line and
+// returns fn's first error unchanged; a read error is returned as
+// "line N: err".
+func Each(r io.Reader, fn func(line int, text []byte) error) error {
+	return walk(r, func(line int, text []byte, _ bool) error { return fn(line, text) },
+		func(line int, err error) error { return fmt.Errorf("line %d: %w", line, err) })
+}
+
+// walk is the loop of Lines and Each: fn's error is returned as it is,
+// a read error through readErr.
+func walk(r io.Reader, fn func(line int, text []byte, last bool) error, readErr func(line int, err error) error) error {
 	br := bufio.NewReaderSize(r, 1<<16)
 	for line := 1; ; line++ {
 		b, err := br.ReadBytes('\n')
 		if err != nil && err != io.EOF {
-			return fmt.Errorf("%s:%d: %w", name, line, err)
+			return readErr(line, err)
 		}
 		if t := bytes.TrimSpace(b); len(t) > 0 {
 			if ferr := fn(line, t, err == io.EOF); ferr != nil {
-				if errors.Is(ferr, ErrStop) {
-					return nil
-				}
-				return fmt.Errorf("%s:%d: %w", name, line, ferr)
+				return ferr
 			}
 		}
 		if err == io.EOF {

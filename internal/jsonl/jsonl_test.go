@@ -50,3 +50,39 @@ func TestLines(t *testing.T) {
 		t.Errorf("ErrStop: %v after %d lines", err, n)
 	}
 }
+
+// errReader fails after its text.
+type errReader struct{ text string }
+
+func (e *errReader) Read(p []byte) (int, error) {
+	if e.text == "" {
+		return 0, errors.New("disk gone")
+	}
+	n := copy(p, e.text)
+	e.text = e.text[n:]
+	return n, nil
+}
+
+// TestEach: fn's error comes back unchanged, a read error names the line,
+// and blank lines are skipped with their numbers kept.
+func TestEach(t *testing.T) {
+	var lines []int
+	err := Each(strings.NewReader("a\n\n b \nc"), func(line int, text []byte) error {
+		lines = append(lines, line)
+		if string(text) == "c" {
+			return errors.New("line 4: bad c")
+		}
+		return nil
+	})
+	if err == nil || err.Error() != "line 4: bad c" || len(lines) != 3 || lines[1] != 3 {
+		t.Errorf("Each: %v after lines %v", err, lines)
+	}
+	err = Each(&errReader{"a\nb"}, func(int, []byte) error { return nil })
+	if err == nil || err.Error() != "line 2: disk gone" {
+		t.Errorf("read error %v, want line 2: disk gone", err)
+	}
+	err = Lines(&errReader{"a\nb"}, "x", func(int, []byte, bool) error { return nil })
+	if err == nil || err.Error() != "x:2: disk gone" {
+		t.Errorf("Lines read error %v, want x:2: disk gone", err)
+	}
+}

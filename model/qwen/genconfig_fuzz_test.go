@@ -1,11 +1,11 @@
 package qwen
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cas-engine/cas/internal/testfile"
 )
 
 // FuzzLoadGenerationConfig: any generation_config.json next to a valid
@@ -18,13 +18,8 @@ func FuzzLoadGenerationConfig(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, gen []byte) {
 		dir := t.TempDir()
-		if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(minimalQwen2), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		path := filepath.Join(dir, "generation_config.json")
-		if err := os.WriteFile(path, gen, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		testfile.Write(t, dir, "config.json", []byte(minimalQwen2))
+		path := testfile.Write(t, dir, "generation_config.json", gen)
 		cfg, err := LoadConfig(dir)
 		if err != nil {
 			if !strings.Contains(err.Error(), path) {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/cas-engine/cas/internal/sharedtest"
+	"github.com/cas-engine/cas/internal/testfile"
 	"github.com/cas-engine/cas/tensor"
 )
 
@@ -352,10 +353,7 @@ func FuzzOpenDirIndex(f *testing.F) {
 		if err := Write(filepath.Join(dir, "s2.safetensors"), []Tensor{F32Tensor("c", []int{1}, []float32{4})}, nil); err != nil {
 			t.Fatal(err)
 		}
-		path := filepath.Join(dir, IndexFileName)
-		if err := os.WriteFile(path, index, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		testfile.Write(t, dir, IndexFileName, index)
 		d, err := OpenDir(dir)
 		if err != nil {
 			if !strings.Contains(err.Error(), dir) {

@@ -1,10 +1,10 @@
 package tokenizer
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cas-engine/cas/internal/testfile"
 )
 
 // FuzzLoadConfig: any tokenizer_config.json (chat_template a string, a
@@ -27,9 +27,7 @@ func FuzzLoadConfig(f *testing.F) {
 	f.Fuzz(func(t *testing.T, cfg, jinja []byte) {
 		dir := t.TempDir()
 		for name, b := range map[string][]byte{"tokenizer.json": tokJSON, "tokenizer_config.json": cfg, "chat_template.jinja": jinja} {
-			if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
+			testfile.Write(t, dir, name, b)
 		}
 		tok, err := Load(dir)
 		if err != nil {
