@@ -40,14 +40,7 @@ func TestFusedRMSNorm(t *testing.T) {
 				}
 			}
 			rec := &planRecorder{Backend: fastOnce().(*Backend)}
-			got, _, err := run(t, rec, build(true), x, w)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, _, err := run(t, plainOnce(), build(false), x, w)
-			if err != nil {
-				t.Fatal(err)
-			}
+			got, want, _, _ := runFastPlain(t, rec, build(true), build(false), x, w)
 			// One element per row: y = ±1 nearly, and the gradient
 			// g − y·mean(g⊙y) cancels to about ε/x² of g.
 			tol := 2e-6

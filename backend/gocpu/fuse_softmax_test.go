@@ -51,14 +51,7 @@ func TestFusedSoftmax(t *testing.T) {
 					return []*graph.Node{p, graph.Gradient(loss, in[0])[0]}
 				}
 				rec := &planRecorder{Backend: fastOnce().(*Backend)}
-				got, _, err := run(t, rec, fn, x, w)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want, _, err := run(t, plainOnce(), fn, x, w)
-				if err != nil {
-					t.Fatal(err)
-				}
+				got, want, _, _ := runFastPlain(t, rec, fn, fn, x, w)
 				for o, name := range []string{"softmax", "gradient"}[:len(want)] {
 					assertRelNear(t, name, got[o], want[o], 1e-5)
 				}
@@ -94,14 +87,7 @@ func TestFusedSoftmaxNotMatched(t *testing.T) {
 		return []*graph.Node{a, b}
 	}
 	rec := &planRecorder{Backend: fastOnce().(*Backend)}
-	got, _, err := run(t, rec, fn, x)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, _, err := run(t, plainOnce(), fn, x)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got, want, _, _ := runFastPlain(t, rec, fn, fn, x)
 	for o := range want {
 		for i := range want[o] {
 			if d := math.Abs(got[o][i] - want[o][i]); d > 1e-6 {
@@ -140,14 +126,7 @@ func TestFusedLogSumExp(t *testing.T) {
 				}
 			}
 			rec := &planRecorder{Backend: fastOnce().(*Backend)}
-			got, _, err := run(t, rec, build(true), x)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, _, err := run(t, plainOnce(), build(false), x)
-			if err != nil {
-				t.Fatal(err)
-			}
+			got, want, _, _ := runFastPlain(t, rec, build(true), build(false), x)
 			for o, name := range []string{"log-sum-exp", "gradient"} {
 				assertRelNear(t, name, got[o], want[o], 2e-6)
 			}

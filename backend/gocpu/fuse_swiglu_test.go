@@ -37,14 +37,7 @@ func TestFusedSwiGLU(t *testing.T) {
 				}
 			}
 			rec := &planRecorder{Backend: fastOnce().(*Backend)}
-			got, _, err := run(t, rec, build(true), gate, up, w)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, _, err := run(t, plainOnce(), build(false), gate, up, w)
-			if err != nil {
-				t.Fatal(err)
-			}
+			got, want, _, _ := runFastPlain(t, rec, build(true), build(false), gate, up, w)
 			for o, name := range []string{"swiglu", "gate gradient", "up gradient"}[:len(want)] {
 				assertRelNear(t, name, got[o], want[o], 2e-6)
 			}

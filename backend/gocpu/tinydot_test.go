@@ -44,14 +44,7 @@ func TestTinyDotMatchesPlain(t *testing.T) {
 			fn := func(in []*graph.Node) []*graph.Node {
 				return []*graph.Node{graph.DotGeneral(in[0], c.lc, nil, in[1], c.rc, nil)}
 			}
-			got, gs, err := run(t, fastOnce(), fn, x, w)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, ws, err := run(t, plainOnce(), fn, x, w)
-			if err != nil {
-				t.Fatal(err)
-			}
+			got, want, gs, ws := runFastPlain(t, fastOnce(), fn, fn, x, w)
 			if !gs[0].Equal(ws[0]) {
 				t.Fatalf("shape %s, want %s", gs[0], ws[0])
 			}
@@ -67,14 +60,7 @@ func TestTinyDotMatchesPlain(t *testing.T) {
 			loss := graph.ReduceAllSum(graph.Mul(y, graph.Sin(in[0])))
 			return append([]*graph.Node{y}, graph.Gradient(loss, in[0])...)
 		}
-		got, _, err := run(t, fastOnce(), fn, x)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, _, err := run(t, plainOnce(), fn, x)
-		if err != nil {
-			t.Fatal(err)
-		}
+		got, want, _, _ := runFastPlain(t, fastOnce(), fn, fn, x)
 		for o := range want {
 			assertNearScale(t, fmt.Sprintf("output %d", o), got[o], want[o])
 		}
