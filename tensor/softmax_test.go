@@ -90,18 +90,8 @@ func BenchmarkSoftmaxRows(b *testing.B) {
 	x := randVec(rand.New(rand.NewPCG(1, 2)), 8*8*256*n)
 	p, g := make([]float32, len(x)), make([]float32, len(x))
 	copy(g, x)
-	b.Run("forward", func(b *testing.B) {
-		b.SetBytes(int64(8 * len(x)))
-		for b.Loop() {
-			SoftmaxRows(p, x, n, 0)
-		}
-	})
-	b.Run("gradient", func(b *testing.B) {
-		b.SetBytes(int64(12 * len(x)))
-		for b.Loop() {
-			SoftmaxGradRows(x, p, g, n, 0)
-		}
-	})
+	benchBytes(b, "forward", 8*len(x), func() { SoftmaxRows(p, x, n, 0) })
+	benchBytes(b, "gradient", 12*len(x), func() { SoftmaxGradRows(x, p, g, n, 0) })
 }
 
 // TestSumExpRows compares SumExpRows and ExpShiftScaleRows with float64
@@ -163,16 +153,17 @@ func BenchmarkSumExpRows(b *testing.B) {
 	x := randVec(rand.New(rand.NewPCG(1, 2)), rows*n)
 	s, l, g := make([]float32, rows), make([]float32, rows), make([]float32, rows)
 	d := make([]float32, len(x))
-	b.Run("sum", func(b *testing.B) {
-		b.SetBytes(int64(4 * len(x)))
+	benchBytes(b, "sum", 4*len(x), func() { SumExpRows(s, x, n, 0) })
+	benchBytes(b, "gradient", 8*len(x), func() { ExpShiftScaleRows(d, x, l, g, n, 0) })
+}
+
+// benchBytes runs fn as the sub-benchmark name, reporting bytes per call
+// as its throughput.
+func benchBytes(b *testing.B, name string, bytes int, fn func()) {
+	b.Run(name, func(b *testing.B) {
+		b.SetBytes(int64(bytes))
 		for b.Loop() {
-			SumExpRows(s, x, n, 0)
-		}
-	})
-	b.Run("gradient", func(b *testing.B) {
-		b.SetBytes(int64(8 * len(x)))
-		for b.Loop() {
-			ExpShiftScaleRows(d, x, l, g, n, 0)
+			fn()
 		}
 	})
 }
