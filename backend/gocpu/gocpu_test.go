@@ -587,26 +587,12 @@ func TestDynamicUpdateSliceKVCacheInPlace(t *testing.T) {
 	cs := shapes.Make(dtypes.Float32, 1, 2, 5, 3) // [B, k, S, h]
 	us := shapes.Make(dtypes.Float32, 1, 2, 1, 3)
 	b := be.Builder("kv")
-	cache, err := b.Parameter("cache", cs, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	upd, err := b.Parameter("upd", us, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pos, err := b.Parameter("pos", shapes.Make(dtypes.Int32), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	zero, err := b.Constant([]int32{0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := b.DynamicUpdateSlice(cache, upd, []backends.Op{zero, zero, pos, zero})
-	if err != nil {
-		t.Fatal(err)
-	}
+	op := mustOp(t)
+	cache := op(b.Parameter("cache", cs, nil))
+	upd := op(b.Parameter("upd", us, nil))
+	pos := op(b.Parameter("pos", shapes.Make(dtypes.Int32), nil))
+	zero := op(b.Constant([]int32{0}))
+	out := op(b.DynamicUpdateSlice(cache, upd, []backends.Op{zero, zero, pos, zero}))
 	exec, err := b.Compile([]backends.Op{out}, nil)
 	if err != nil {
 		t.Fatal(err)
