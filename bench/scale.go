@@ -189,58 +189,52 @@ func WriteScaleSet(dir, gen string, n, d, r, nq int, seed uint64, threads int) e
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	f, err := os.Create(filepath.Join(dir, ScaleFAISS))
+	err = writeBuffered(filepath.Join(dir, ScaleFAISS), func(w *bufio.Writer) error {
+		w.Write(faissFlatIPHeader(n, d))
+		const chunk = 8192
+		buf := make([]float32, chunk*d)
+		for i := 0; i < n; i += chunk {
+			m := min(chunk, n-i)
+			g.Next(buf[:m*d])
+			if err := writeF32(w, buf[:m*d]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = writeBuffered(filepath.Join(dir, ScaleCorpus), func(w *bufio.Writer) error {
+		for i := range n {
+			fmt.Fprintf(w, "{\"id\":\"doc%d\",\"contents\":\"synthetic passage %d\"}\n", i, i)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	q := make([]float32, nq*d)
+	g.Next(q)
+	return writeBuffered(filepath.Join(dir, ScaleQueries), func(w *bufio.Writer) error { return writeF32(w, q) })
+}
+
+// writeBuffered creates path and writes it through a 1 MiB buffer with
+// fill, then flushes and closes it; write errors name the file.
+func writeBuffered(path string, fill func(w *bufio.Writer) error) error {
+	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	w := bufio.NewWriterSize(f, 1<<20)
-	w.Write(faissFlatIPHeader(n, d))
-	const chunk = 8192
-	buf := make([]float32, chunk*d)
-	for i := 0; i < n; i += chunk {
-		m := min(chunk, n-i)
-		g.Next(buf[:m*d])
-		if err := writeF32(w, buf[:m*d]); err != nil {
-			return fmt.Errorf("write %s: %w", f.Name(), err)
-		}
+	if err := fill(w); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if err := w.Flush(); err != nil {
-		return fmt.Errorf("write %s: %w", f.Name(), err)
+		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	c, err := os.Create(filepath.Join(dir, ScaleCorpus))
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	cw := bufio.NewWriterSize(c, 1<<20)
-	for i := range n {
-		fmt.Fprintf(cw, "{\"id\":\"doc%d\",\"contents\":\"synthetic passage %d\"}\n", i, i)
-	}
-	if err := cw.Flush(); err != nil {
-		return fmt.Errorf("write %s: %w", c.Name(), err)
-	}
-	if err := c.Close(); err != nil {
-		return err
-	}
-	q := make([]float32, nq*d)
-	g.Next(q)
-	qf, err := os.Create(filepath.Join(dir, ScaleQueries))
-	if err != nil {
-		return err
-	}
-	defer qf.Close()
-	qw := bufio.NewWriter(qf)
-	if err := writeF32(qw, q); err != nil {
-		return err
-	}
-	if err := qw.Flush(); err != nil {
-		return err
-	}
-	return qf.Close()
+	return f.Close()
 }
 
 func writeF32(w io.Writer, x []float32) error {

@@ -118,26 +118,20 @@ func BenchmarkGemmBF16(b *testing.B) {
 
 // BenchmarkFMAPeak is the register-only FMA limit on all cores ("all") and
 // one ("1").
-func BenchmarkFMAPeak(b *testing.B) {
-	for _, w := range []int{0, 1} {
-		b.Run(fmt.Sprint("workers", w), func(b *testing.B) {
-			var g float64
-			for b.Loop() {
-				g = FMAPeak(w, 20*time.Millisecond)
-			}
-			b.ReportMetric(g, "GFLOP/s")
-		})
-	}
-}
+func BenchmarkFMAPeak(b *testing.B) { benchPeak(b, FMAPeak) }
 
 // BenchmarkVekDotPeak is a tight vek FMA loop (vek32.Dot on L1-resident
 // vectors) on all cores and one.
-func BenchmarkVekDotPeak(b *testing.B) {
+func BenchmarkVekDotPeak(b *testing.B) { benchPeak(b, VekDotPeak) }
+
+// benchPeak runs a 20 ms GFLOP/s probe on all cores (workers0) and one
+// (workers1).
+func benchPeak(b *testing.B, peak func(workers int, d time.Duration) float64) {
 	for _, w := range []int{0, 1} {
 		b.Run(fmt.Sprint("workers", w), func(b *testing.B) {
 			var g float64
 			for b.Loop() {
-				g = VekDotPeak(w, 20*time.Millisecond)
+				g = peak(w, 20*time.Millisecond)
 			}
 			b.ReportMetric(g, "GFLOP/s")
 		})

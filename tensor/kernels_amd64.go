@@ -194,7 +194,9 @@ func dotU8x4Wrap(out *[4]float32, q []float32, x []uint8, ldx int) {
 	}
 }
 
-func f16to32AVX2(dst []float32, src []uint16) {
+// convertAVX2 converts src into dst (len(dst) elements): asm over the
+// largest multiple of 8, tail (the portable loop) over the rest.
+func convertAVX2[D, S any](dst []D, src []S, asm func(*D, *S, int), tail func([]D, []S)) {
 	n := len(dst)
 	if n == 0 {
 		return
@@ -202,46 +204,15 @@ func f16to32AVX2(dst []float32, src []uint16) {
 	src = src[:n]
 	n8 := n &^ 7
 	if n8 > 0 {
-		f16ToF32AVX2(&dst[0], &src[0], n8)
+		asm(&dst[0], &src[0], n8)
 	}
-	f16ToF32Go(dst[n8:], src[n8:])
+	tail(dst[n8:], src[n8:])
 }
 
-func f32to16AVX2(dst []uint16, src []float32) {
-	n := len(dst)
-	if n == 0 {
-		return
-	}
-	src = src[:n]
-	n8 := n &^ 7
-	if n8 > 0 {
-		f32ToF16AVX2(&dst[0], &src[0], n8)
-	}
-	f32ToF16Go(dst[n8:], src[n8:])
-}
+func f16to32AVX2(dst []float32, src []uint16) { convertAVX2(dst, src, f16ToF32AVX2, f16ToF32Go) }
 
-func u8to32AVX2(dst []float32, src []uint8) {
-	n := len(dst)
-	if n == 0 {
-		return
-	}
-	src = src[:n]
-	n8 := n &^ 7
-	if n8 > 0 {
-		u8ToF32AVX2(&dst[0], &src[0], n8)
-	}
-	u8ToF32Go(dst[n8:], src[n8:])
-}
+func f32to16AVX2(dst []uint16, src []float32) { convertAVX2(dst, src, f32ToF16AVX2, f32ToF16Go) }
 
-func bf16to32AVX2(dst []float32, src []uint16) {
-	n := len(dst)
-	if n == 0 {
-		return
-	}
-	src = src[:n]
-	n8 := n &^ 7
-	if n8 > 0 {
-		bf16ToF32AVX2(&dst[0], &src[0], n8)
-	}
-	bf16ToF32Go(dst[n8:], src[n8:])
-}
+func u8to32AVX2(dst []float32, src []uint8) { convertAVX2(dst, src, u8ToF32AVX2, u8ToF32Go) }
+
+func bf16to32AVX2(dst []float32, src []uint16) { convertAVX2(dst, src, bf16ToF32AVX2, bf16ToF32Go) }

@@ -69,16 +69,6 @@ func BenchmarkRMSNormKernels(b *testing.B) {
 	for j := range rs {
 		rs[j], cs[j] = 1, 0.5
 	}
-	b.Run("rowdots", func(b *testing.B) {
-		b.SetBytes(8 * rows * n)
-		for b.Loop() {
-			RowDots(cs, g, y, n, 0)
-		}
-	})
-	b.Run("gradient", func(b *testing.B) {
-		b.SetBytes(12 * rows * n)
-		for b.Loop() {
-			RMSNormGradRows(d, g, y, rs, cs, n, 0)
-		}
-	})
+	benchBytes(b, "rowdots", 8*rows*n, func() { RowDots(cs, g, y, n, 0) })
+	benchBytes(b, "gradient", 12*rows*n, func() { RMSNormGradRows(d, g, y, rs, cs, n, 0) })
 }

@@ -7,24 +7,6 @@ import (
 	"testing"
 )
 
-// softmaxRef is the softmax of one row in float64 (the reference).
-func softmaxRef(x []float32) []float64 {
-	m := math.Inf(-1)
-	for _, v := range x {
-		m = max(m, float64(v))
-	}
-	p := make([]float64, len(x))
-	s := 0.0
-	for i, v := range x {
-		p[i] = math.Exp(float64(v) - m)
-		s += p[i]
-	}
-	for i := range p {
-		p[i] /= s
-	}
-	return p
-}
-
 // TestSoftmaxRows compares the fused softmax and its gradient with the
 // float64 reference over random rows of odd and even lengths, zero rows,
 // a single element (T = 1), long rows, and rows with masked (−1e30)
@@ -49,7 +31,7 @@ func TestSoftmaxRows(t *testing.T) {
 			SoftmaxGradRows(dx, p, g, c.n, 2)
 			for row := range c.rows {
 				xs := x[row*c.n : (row+1)*c.n]
-				want := softmaxRef(xs)
+				want := refSoftmax(xs)
 				dot := 0.0
 				for i, pv := range want {
 					dot += pv * float64(g[row*c.n+i])
@@ -105,25 +87,11 @@ func TestSoftmaxRowsBadLength(t *testing.T) {
 // layer's attention scores of the 25M benchmark model ([8, 8, 256, 256]).
 func BenchmarkSoftmaxRows(b *testing.B) {
 	const n = 256
-	x := make([]float32, 8*8*256*n)
-	r := rand.New(rand.NewPCG(1, 2))
-	for i := range x {
-		x[i] = float32(r.NormFloat64())
-	}
+	x := randVec(rand.New(rand.NewPCG(1, 2)), 8*8*256*n)
 	p, g := make([]float32, len(x)), make([]float32, len(x))
 	copy(g, x)
-	b.Run("forward", func(b *testing.B) {
-		b.SetBytes(int64(8 * len(x)))
-		for b.Loop() {
-			SoftmaxRows(p, x, n, 0)
-		}
-	})
-	b.Run("gradient", func(b *testing.B) {
-		b.SetBytes(int64(12 * len(x)))
-		for b.Loop() {
-			SoftmaxGradRows(x, p, g, n, 0)
-		}
-	})
+	benchBytes(b, "forward", 8*len(x), func() { SoftmaxRows(p, x, n, 0) })
+	benchBytes(b, "gradient", 12*len(x), func() { SoftmaxGradRows(x, p, g, n, 0) })
 }
 
 // TestSumExpRows compares SumExpRows and ExpShiftScaleRows with float64
@@ -182,23 +150,20 @@ func TestSumExpRows(t *testing.T) {
 // benchmark model's vocabulary (16,384).
 func BenchmarkSumExpRows(b *testing.B) {
 	const rows, n = 64, 16384
-	r := rand.New(rand.NewPCG(1, 2))
-	x := make([]float32, rows*n)
-	for i := range x {
-		x[i] = float32(r.NormFloat64())
-	}
+	x := randVec(rand.New(rand.NewPCG(1, 2)), rows*n)
 	s, l, g := make([]float32, rows), make([]float32, rows), make([]float32, rows)
 	d := make([]float32, len(x))
-	b.Run("sum", func(b *testing.B) {
-		b.SetBytes(int64(4 * len(x)))
+	benchBytes(b, "sum", 4*len(x), func() { SumExpRows(s, x, n, 0) })
+	benchBytes(b, "gradient", 8*len(x), func() { ExpShiftScaleRows(d, x, l, g, n, 0) })
+}
+
+// benchBytes runs fn as the sub-benchmark name, reporting bytes per call
+// as its throughput.
+func benchBytes(b *testing.B, name string, bytes int, fn func()) {
+	b.Run(name, func(b *testing.B) {
+		b.SetBytes(int64(bytes))
 		for b.Loop() {
-			SumExpRows(s, x, n, 0)
-		}
-	})
-	b.Run("gradient", func(b *testing.B) {
-		b.SetBytes(int64(8 * len(x)))
-		for b.Loop() {
-			ExpShiftScaleRows(d, x, l, g, n, 0)
+			fn()
 		}
 	})
 }

@@ -29,16 +29,10 @@ func sigmoidBlock(s, g []float32) {
 func MulSilu(dst, a, g []float32, workers int) {
 	checkLen("MulSilu: a", len(a), len(dst))
 	checkLen("MulSilu: g", len(g), len(dst))
-	swigluParallel(len(dst), workers, func(lo, hi int) {
-		var s [swigluBlock]float32
-		for b := lo; b < hi; b += swigluBlock {
-			e := min(hi, b+swigluBlock)
-			sb := s[:e-b]
-			sigmoidBlock(sb, g[b:e])
-			ab, gb, d := a[b:e], g[b:e], dst[b:e]
-			for i, sv := range sb {
-				d[i] = ab[i] * (gb[i] * sv)
-			}
+	sigmoidBlocks(len(dst), g, workers, func(b, e int, sb []float32) {
+		ab, gb, d := a[b:e], g[b:e], dst[b:e]
+		for i, sv := range sb {
+			d[i] = ab[i] * (gb[i] * sv)
 		}
 	})
 }
@@ -53,16 +47,25 @@ func SiluGradMul(dst, v, u, g []float32, workers int) {
 	checkLen("SiluGradMul: v", len(v), len(dst))
 	checkLen("SiluGradMul: u", len(u), len(dst))
 	checkLen("SiluGradMul: g", len(g), len(dst))
-	swigluParallel(len(dst), workers, func(lo, hi int) {
+	sigmoidBlocks(len(dst), g, workers, func(b, e int, sb []float32) {
+		vb, ub, gb, d := v[b:e], u[b:e], g[b:e], dst[b:e]
+		for i, sv := range sb {
+			d[i] = (vb[i] * ub[i]) * (sv + gb[i]*(sv-sv*sv))
+		}
+	})
+}
+
+// sigmoidBlocks calls fn(b, e, σ(g[b:e])) for blocks [b, e) of at most
+// swigluBlock elements covering [0, n), split over up to workers
+// goroutines by swigluParallel.
+func sigmoidBlocks(n int, g []float32, workers int, fn func(b, e int, s []float32)) {
+	swigluParallel(n, workers, func(lo, hi int) {
 		var s [swigluBlock]float32
 		for b := lo; b < hi; b += swigluBlock {
 			e := min(hi, b+swigluBlock)
 			sb := s[:e-b]
 			sigmoidBlock(sb, g[b:e])
-			vb, ub, gb, d := v[b:e], u[b:e], g[b:e], dst[b:e]
-			for i, sv := range sb {
-				d[i] = (vb[i] * ub[i]) * (sv + gb[i]*(sv-sv*sv))
-			}
+			fn(b, e, sb)
 		}
 	})
 }

@@ -62,16 +62,6 @@ func BenchmarkSwiGLU(b *testing.B) {
 	for i := range g {
 		v[i], u[i], g[i] = float32(r.NormFloat64()), float32(r.NormFloat64()), float32(r.NormFloat64())
 	}
-	b.Run("forward", func(b *testing.B) {
-		b.SetBytes(int64(12 * n))
-		for b.Loop() {
-			MulSilu(d, u, g, 0)
-		}
-	})
-	b.Run("gate-gradient", func(b *testing.B) {
-		b.SetBytes(int64(16 * n))
-		for b.Loop() {
-			SiluGradMul(d, v, u, g, 0)
-		}
-	})
+	benchBytes(b, "forward", 12*n, func() { MulSilu(d, u, g, 0) })
+	benchBytes(b, "gate-gradient", 16*n, func() { SiluGradMul(d, v, u, g, 0) })
 }

@@ -48,12 +48,7 @@ func TestDotGeneralReadsBF16WeightsInPlace(t *testing.T) {
 		{"zero rows", []int{0, 16}, []int{8, 16}, []int{1}, []int{1}, false, false},
 		{"both operands cast", []int{4, 24}, []int{6, 24}, []int{1}, []int{1}, false, false},
 	}
-	be, err := New("profile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer be.Finalize()
-	prof := be.(*Backend)
+	prof := newProfiling(t)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			x, w := randTensor(r, dtypes.Float32, c.x...), randTensor(r, dtypes.BFloat16, c.w...)
@@ -80,7 +75,7 @@ func TestDotGeneralReadsBF16WeightsInPlace(t *testing.T) {
 				return out
 			}
 			prof.Profile(true)
-			got, gs, err := run(t, be, fused, x, w)
+			got, gs, err := run(t, prof, fused, x, w)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -110,13 +105,8 @@ func TestGatherFromBF16Table(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 17))
 	table := randTensor(r, dtypes.BFloat16, 50, 24)
 	ids := tensors.FromFlatDataAndDimensions([]int32{3, 0, 49, 3, 17}, 5, 1)
-	be, err := New("profile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer be.Finalize()
-	prof := be.(*Backend)
-	got, gs, err := run(t, be, func(in []*graph.Node) []*graph.Node {
+	prof := newProfiling(t)
+	got, gs, err := run(t, prof, func(in []*graph.Node) []*graph.Node {
 		return []*graph.Node{graph.Gather(graph.ConvertDType(in[0], dtypes.Float32), in[1])}
 	}, table, ids)
 	if err != nil {

@@ -37,17 +37,12 @@ func TestBinaryFoldsBroadcast(t *testing.T) {
 			return graph.Add(graph.Add(b, x), graph.Mul(b, b))
 		}, 1},
 	}
-	be, err := New("profile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer be.Finalize()
-	prof := be.(*Backend)
+	prof := newProfiling(t)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			fn := func(in []*graph.Node) []*graph.Node { return []*graph.Node{tc.fn(in[0], in[1], in[2])} }
 			prof.Profile(true)
-			got, gs, err := run(t, be, fn, x, s, c)
+			got, gs, err := run(t, prof, fn, x, s, c)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -383,6 +383,22 @@ func permute[T any](dst, src []T, dims, perm []int) {
 	permuteStrided(dst, src, dims, rowMajorStrides(dims), perm)
 }
 
+// nextIndex advances the odometer idx (the last axis fastest) over the
+// dimensions dims[:len(idx)], moving the offset off by strides; it reports
+// false once idx has passed its last value.
+func nextIndex(idx, dims, strides []int, off int) (int, bool) {
+	for a := len(idx) - 1; a >= 0; a-- {
+		idx[a]++
+		off += strides[a]
+		if idx[a] < dims[a] {
+			return off, true
+		}
+		off -= strides[a] * dims[a]
+		idx[a] = 0
+	}
+	return off, false
+}
+
 // permuteStrided is permute with the source's strides given (st[a] for
 // source axis a), so a slab of a larger array can be transposed.
 func permuteStrided[T any](dst, src []T, dims, st, perm []int) {
@@ -417,18 +433,8 @@ func permuteStrided[T any](dst, src []T, dims, st, perm []int) {
 			}
 		}
 		o += inner
-		// Advance the odometer over the outer dst axes.
-		a := n - 2
-		for ; a >= 0; a-- {
-			idx[a]++
-			off += ps[a]
-			if idx[a] < pd[a] {
-				break
-			}
-			off -= ps[a] * pd[a]
-			idx[a] = 0
-		}
-		if a < 0 {
+		var more bool
+		if off, more = nextIndex(idx, pd, ps, off); !more {
 			return
 		}
 	}

@@ -67,14 +67,7 @@ func TestDotGeneralGradientIsAProduct(t *testing.T) {
 				return graph.Gradient(loss, in[0], in[1])
 			}
 			rec := &planRecorder{Backend: fastOnce().(*Backend)}
-			got, gs, err := run(t, rec, fn, lhs, rhs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, ws, err := run(t, plainOnce(), fn, lhs, rhs)
-			if err != nil {
-				t.Fatal(err)
-			}
+			got, want, gs, ws := runFastPlain(t, rec, fn, fn, lhs, rhs)
 			for o, name := range []string{"lhs", "rhs"} {
 				if !gs[o].Equal(ws[o]) {
 					t.Fatalf("%s gradient shape %s, want %s", name, gs[o], ws[o])

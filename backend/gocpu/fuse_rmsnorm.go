@@ -22,28 +22,13 @@ func (b *Builder) rowDotsOp(a, c *value) (backends.Op, error) {
 	dims := a.shape.Dimensions
 	n := dims[len(dims)-1]
 	out := shapes.Make(a.shape.DType, dims[:len(dims)-1]...)
-	exec := func(be *Backend, in []backends.Buffer, _ []bool) (backends.Buffer, int, error) {
-		av, err := f32Data(be, in[0])
-		if err != nil {
-			return nil, -1, err
-		}
-		cv, err := f32Data(be, in[1])
-		if err != nil {
-			return nil, -1, err
-		}
-		buf, flat, err := be.NewSharedBuffer(0, out)
-		if err != nil {
-			return nil, -1, err
-		}
-		dst := flat.([]float32)
+	return b.addLabeled("RowDots", []*value{a, c}, out, f32Exec(out, func(be *Backend, dst []float32, in [][]float32) {
 		if n == 0 {
 			clear(dst)
 		} else {
-			tensor.RowDots(dst, av, cv, n, be.workers)
+			tensor.RowDots(dst, in[0], in[1], n, be.workers)
 		}
-		return buf, -1, nil
-	}
-	return b.addLabeled("RowDots", []*value{a, c}, out, exec)
+	}))
 }
 
 // rmsNormGradInputs returns g, y, c when v = Sub(g, Mul(y, c)) (Mul in
@@ -83,25 +68,9 @@ func (b *Builder) fuseRMSNormGrad(lhs, rhs *value) (backends.Op, bool, error) {
 		}
 		out := v.shape
 		n := out.Dimensions[out.Rank()-1]
-		exec := func(be *Backend, in []backends.Buffer, owned []bool) (backends.Buffer, int, error) {
-			xs := make([][]float32, 4)
-			for j := range in {
-				x, err := f32Data(be, in[j])
-				if err != nil {
-					return nil, -1, err
-				}
-				xs[j] = x
-			}
-			buf, dst, consumed, err := outputFor(be, in, owned, out, 0, 1)
-			if err != nil {
-				return nil, -1, err
-			}
-			if len(dst) > 0 {
-				tensor.RMSNormGradRows(dst, xs[0], xs[1], xs[2], xs[3], n, be.workers)
-			}
-			return buf, consumed, nil
-		}
-		op, err := b.addLabeled("RMSNormGrad", []*value{g, y, r, c}, out, exec)
+		op, err := b.addLabeled("RMSNormGrad", []*value{g, y, r, c}, out, f32Exec(out, func(be *Backend, dst []float32, in [][]float32) {
+			tensor.RMSNormGradRows(dst, in[0], in[1], in[2], in[3], n, be.workers)
+		}, 0, 1))
 		return op, true, err
 	}
 	return nil, false, nil

@@ -161,46 +161,18 @@ func softmaxGradInput(v, p *value) *value {
 func (b *Builder) softmaxOp(x *value) (backends.Op, error) {
 	out := x.shape
 	n := out.Dimensions[out.Rank()-1]
-	exec := func(be *Backend, in []backends.Buffer, owned []bool) (backends.Buffer, int, error) {
-		xv, err := f32Data(be, in[0])
-		if err != nil {
-			return nil, -1, err
-		}
-		buf, dst, consumed, err := outputFor(be, in, owned, out, 0)
-		if err != nil {
-			return nil, -1, err
-		}
-		if len(dst) > 0 {
-			tensor.SoftmaxRows(dst, xv, n, be.workers)
-		}
-		return buf, consumed, nil
-	}
-	return b.addLabeled("Softmax", []*value{x}, out, exec)
+	return b.addLabeled("Softmax", []*value{x}, out, f32Exec(out, func(be *Backend, dst []float32, in [][]float32) {
+		tensor.SoftmaxRows(dst, in[0], n, be.workers)
+	}, 0))
 }
 
 // softmaxGradOp records the fused softmax gradient p ⊙ (g − Σ g⊙p).
 func (b *Builder) softmaxGradOp(p, g *value) (backends.Op, error) {
 	out := p.shape
 	n := out.Dimensions[out.Rank()-1]
-	exec := func(be *Backend, in []backends.Buffer, owned []bool) (backends.Buffer, int, error) {
-		pv, err := f32Data(be, in[0])
-		if err != nil {
-			return nil, -1, err
-		}
-		gv, err := f32Data(be, in[1])
-		if err != nil {
-			return nil, -1, err
-		}
-		buf, dst, consumed, err := outputFor(be, in, owned, out, 1, 0)
-		if err != nil {
-			return nil, -1, err
-		}
-		if len(dst) > 0 {
-			tensor.SoftmaxGradRows(dst, pv, gv, n, be.workers)
-		}
-		return buf, consumed, nil
-	}
-	return b.addLabeled("SoftmaxGrad", []*value{p, g}, out, exec)
+	return b.addLabeled("SoftmaxGrad", []*value{p, g}, out, f32Exec(out, func(be *Backend, dst []float32, in [][]float32) {
+		tensor.SoftmaxGradRows(dst, in[0], in[1], n, be.workers)
+	}, 1, 0))
 }
 
 // addLabeled records a fused custom op named label (in profiles and
@@ -274,24 +246,13 @@ func (b *Builder) fuseSumExp(x backends.Op, axes []int) (backends.Op, bool, erro
 	dims := xv.shape.Dimensions
 	n := dims[len(dims)-1]
 	out := shapes.Make(dtypes.Float32, dims[:len(dims)-1]...)
-	exec := func(be *Backend, in []backends.Buffer, _ []bool) (backends.Buffer, int, error) {
-		xs, err := f32Data(be, in[0])
-		if err != nil {
-			return nil, -1, err
-		}
-		buf, flat, err := be.NewSharedBuffer(0, out)
-		if err != nil {
-			return nil, -1, err
-		}
-		dst := flat.([]float32)
+	op, err := b.addLabeled("SumExp", []*value{xv}, out, f32Exec(out, func(be *Backend, dst []float32, in [][]float32) {
 		if n == 0 {
 			clear(dst)
 		} else {
-			tensor.SumExpRows(dst, xs, n, be.workers)
+			tensor.SumExpRows(dst, in[0], n, be.workers)
 		}
-		return buf, -1, nil
-	}
-	op, err := b.addLabeled("SumExp", []*value{xv}, out, exec)
+	}))
 	return op, true, err
 }
 
@@ -346,25 +307,9 @@ func (b *Builder) fuseExpShiftScale(lhs, rhs *value) (backends.Op, bool, error) 
 		}
 		out := e.shape
 		n := out.Dimensions[out.Rank()-1]
-		exec := func(be *Backend, in []backends.Buffer, owned []bool) (backends.Buffer, int, error) {
-			xs := make([][]float32, 3)
-			for j := range in {
-				d, err := f32Data(be, in[j])
-				if err != nil {
-					return nil, -1, err
-				}
-				xs[j] = d
-			}
-			buf, dst, consumed, err := outputFor(be, in, owned, out, 0)
-			if err != nil {
-				return nil, -1, err
-			}
-			if len(dst) > 0 {
-				tensor.ExpShiftScaleRows(dst, xs[0], xs[1], xs[2], n, be.workers)
-			}
-			return buf, consumed, nil
-		}
-		op, err := b.addLabeled("ExpShiftScale", []*value{x, l, g}, out, exec)
+		op, err := b.addLabeled("ExpShiftScale", []*value{x, l, g}, out, f32Exec(out, func(be *Backend, dst []float32, in [][]float32) {
+			tensor.ExpShiftScaleRows(dst, in[0], in[1], in[2], n, be.workers)
+		}, 0))
 		return op, true, err
 	}
 	return nil, false, nil

@@ -51,24 +51,9 @@ func TestFusedSoftmax(t *testing.T) {
 					return []*graph.Node{p, graph.Gradient(loss, in[0])[0]}
 				}
 				rec := &planRecorder{Backend: fastOnce().(*Backend)}
-				got, _, err := run(t, rec, fn, x, w)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want, _, err := run(t, plainOnce(), fn, x, w)
-				if err != nil {
-					t.Fatal(err)
-				}
+				got, want, _, _ := runFastPlain(t, rec, fn, fn, x, w)
 				for o, name := range []string{"softmax", "gradient"}[:len(want)] {
-					scale := 1e-30
-					for _, v := range want[o] {
-						scale = max(scale, math.Abs(v))
-					}
-					for i := range want[o] {
-						if d := math.Abs(got[o][i] - want[o][i]); d > 1e-5*scale || math.IsNaN(got[o][i]) {
-							t.Fatalf("%s[%d] = %g, want %g (largest %g)", name, i, got[o][i], want[o][i], scale)
-						}
-					}
+					assertRelNear(t, name, got[o], want[o], 1e-5)
 				}
 				if rec.last == nil || len(got[0]) == 0 || dims[len(dims)-1] == 0 {
 					return
@@ -102,14 +87,7 @@ func TestFusedSoftmaxNotMatched(t *testing.T) {
 		return []*graph.Node{a, b}
 	}
 	rec := &planRecorder{Backend: fastOnce().(*Backend)}
-	got, _, err := run(t, rec, fn, x)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, _, err := run(t, plainOnce(), fn, x)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got, want, _, _ := runFastPlain(t, rec, fn, fn, x)
 	for o := range want {
 		for i := range want[o] {
 			if d := math.Abs(got[o][i] - want[o][i]); d > 1e-6 {
@@ -148,24 +126,9 @@ func TestFusedLogSumExp(t *testing.T) {
 				}
 			}
 			rec := &planRecorder{Backend: fastOnce().(*Backend)}
-			got, _, err := run(t, rec, build(true), x)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, _, err := run(t, plainOnce(), build(false), x)
-			if err != nil {
-				t.Fatal(err)
-			}
+			got, want, _, _ := runFastPlain(t, rec, build(true), build(false), x)
 			for o, name := range []string{"log-sum-exp", "gradient"} {
-				scale := 1e-30
-				for _, v := range want[o] {
-					scale = max(scale, math.Abs(v))
-				}
-				for i := range want[o] {
-					if d := math.Abs(got[o][i] - want[o][i]); d > 2e-6*scale || math.IsNaN(got[o][i]) {
-						t.Fatalf("%s[%d] = %g, want %g (largest %g)", name, i, got[o][i], want[o][i], scale)
-					}
-				}
+				assertRelNear(t, name, got[o], want[o], 2e-6)
 			}
 			steps := map[string]int{}
 			for _, st := range rec.last.steps {
@@ -175,5 +138,20 @@ func TestFusedLogSumExp(t *testing.T) {
 				t.Errorf("not fused: steps %v", steps)
 			}
 		})
+	}
+}
+
+// assertRelNear fails when an element of got differs from want by more
+// than tol times want's largest magnitude, or is NaN.
+func assertRelNear(t *testing.T, name string, got, want []float64, tol float64) {
+	t.Helper()
+	scale := 1e-30
+	for _, v := range want {
+		scale = max(scale, math.Abs(v))
+	}
+	for i := range want {
+		if d := math.Abs(got[i] - want[i]); d > tol*scale || math.IsNaN(got[i]) {
+			t.Fatalf("%s[%d] = %g, want %g (largest %g)", name, i, got[i], want[i], scale)
+		}
 	}
 }

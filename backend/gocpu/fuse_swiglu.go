@@ -2,6 +2,7 @@ package gocpu
 
 import (
 	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
 
 	"github.com/cas-engine/cas/tensor"
 )
@@ -100,7 +101,15 @@ func (b *Builder) elementwiseFused(label string, vs []*value, kernel func(be *Ba
 	for i := range cand {
 		cand[i] = i
 	}
-	exec := func(be *Backend, in []backends.Buffer, owned []bool) (backends.Buffer, int, error) {
+	return b.addLabeled(label, vs, out, f32Exec(out, kernel, cand...))
+}
+
+// f32Exec returns the step of a fused float32 op: it reads every input as
+// float32, takes the output (an owned input of shape out among candidates
+// when there is one, else a new buffer) and runs kernel on it unless the
+// output is empty.
+func f32Exec(out shapes.Shape, kernel func(be *Backend, dst []float32, in [][]float32), candidates ...int) customFn {
+	return func(be *Backend, in []backends.Buffer, owned []bool) (backends.Buffer, int, error) {
 		xs := make([][]float32, len(in))
 		for i := range in {
 			x, err := f32Data(be, in[i])
@@ -109,12 +118,13 @@ func (b *Builder) elementwiseFused(label string, vs []*value, kernel func(be *Ba
 			}
 			xs[i] = x
 		}
-		buf, dst, consumed, err := outputFor(be, in, owned, out, cand...)
+		buf, dst, consumed, err := outputFor(be, in, owned, out, candidates...)
 		if err != nil {
 			return nil, -1, err
 		}
-		kernel(be, dst, xs)
+		if len(dst) > 0 {
+			kernel(be, dst, xs)
+		}
 		return buf, consumed, nil
 	}
-	return b.addLabeled(label, vs, out, exec)
 }

@@ -2,7 +2,6 @@ package gocpu
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -38,24 +37,9 @@ func TestFusedSwiGLU(t *testing.T) {
 				}
 			}
 			rec := &planRecorder{Backend: fastOnce().(*Backend)}
-			got, _, err := run(t, rec, build(true), gate, up, w)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, _, err := run(t, plainOnce(), build(false), gate, up, w)
-			if err != nil {
-				t.Fatal(err)
-			}
+			got, want, _, _ := runFastPlain(t, rec, build(true), build(false), gate, up, w)
 			for o, name := range []string{"swiglu", "gate gradient", "up gradient"}[:len(want)] {
-				scale := 1e-30
-				for _, v := range want[o] {
-					scale = max(scale, math.Abs(v))
-				}
-				for i := range want[o] {
-					if d := math.Abs(got[o][i] - want[o][i]); d > 2e-6*scale || math.IsNaN(got[o][i]) {
-						t.Fatalf("%s[%d] = %g, want %g (largest %g)", name, i, got[o][i], want[o][i], scale)
-					}
-				}
+				assertRelNear(t, name, got[o], want[o], 2e-6)
 			}
 			if len(want) == 1 {
 				return

@@ -192,14 +192,7 @@ func TestDotGeneralMatchesPlain(t *testing.T) {
 	for _, c := range dotCases {
 		t.Run(c.name, func(t *testing.T) {
 			lhs, rhs := randTensor(r, c.dt, c.lhs...), randTensor(r, c.dt, c.rhs...)
-			got, gs, err := run(t, fastOnce(), dotFn(c, false), lhs, rhs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, ws, err := run(t, plainOnce(), dotFn(c, false), lhs, rhs)
-			if err != nil {
-				t.Fatal(err)
-			}
+			got, want, gs, ws := runFastPlain(t, fastOnce(), dotFn(c, false), dotFn(c, false), lhs, rhs)
 			mag, _, err := run(t, plainOnce(), dotFn(c, true), lhs, rhs)
 			if err != nil {
 				t.Fatal(err)
@@ -337,14 +330,7 @@ func TestMLPWithGradientsMatchesPlain(t *testing.T) {
 		grads := graph.Gradient(loss, w1, w2, x)
 		return append([]*graph.Node{loss, logits}, grads...)
 	}
-	got, _, err := run(t, fastOnce(), fn, x, w1, w2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, _, err := run(t, plainOnce(), fn, x, w1, w2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got, want, _, _ := runFastPlain(t, fastOnce(), fn, fn, x, w1, w2)
 	for o := range want {
 		assertNearScale(t, fmt.Sprintf("output %d", o), got[o], want[o])
 	}
@@ -601,26 +587,12 @@ func TestDynamicUpdateSliceKVCacheInPlace(t *testing.T) {
 	cs := shapes.Make(dtypes.Float32, 1, 2, 5, 3) // [B, k, S, h]
 	us := shapes.Make(dtypes.Float32, 1, 2, 1, 3)
 	b := be.Builder("kv")
-	cache, err := b.Parameter("cache", cs, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	upd, err := b.Parameter("upd", us, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pos, err := b.Parameter("pos", shapes.Make(dtypes.Int32), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	zero, err := b.Constant([]int32{0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := b.DynamicUpdateSlice(cache, upd, []backends.Op{zero, zero, pos, zero})
-	if err != nil {
-		t.Fatal(err)
-	}
+	op := mustOp(t)
+	cache := op(b.Parameter("cache", cs, nil))
+	upd := op(b.Parameter("upd", us, nil))
+	pos := op(b.Parameter("pos", shapes.Make(dtypes.Int32), nil))
+	zero := op(b.Constant([]int32{0}))
+	out := op(b.DynamicUpdateSlice(cache, upd, []backends.Op{zero, zero, pos, zero}))
 	exec, err := b.Compile([]backends.Op{out}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -753,14 +725,7 @@ func TestPlainModeDelegatesEverything(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 9))
 	c := dotCases[5]
 	lhs, rhs := randTensor(r, c.dt, c.lhs...), randTensor(r, c.dt, c.rhs...)
-	got, _, err := run(t, b, dotFn(c, false), lhs, rhs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, _, err := run(t, plainOnce(), dotFn(c, false), lhs, rhs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got, want, _, _ := runFastPlain(t, b, dotFn(c, false), dotFn(c, false), lhs, rhs)
 	if !slices.Equal(got[0], want[0]) {
 		t.Fatal("nofast DotGeneral differs from simplego")
 	}
@@ -931,14 +896,7 @@ func TestElementwiseMatchesPlain(t *testing.T) {
 				args = append(args, randTensor(r, dtypes.Float32, s...))
 			}
 			fn := func(in []*graph.Node) []*graph.Node { return []*graph.Node{c.fn(in)} }
-			got, gs, err := run(t, fastOnce(), fn, args...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, ws, err := run(t, plainOnce(), fn, args...)
-			if err != nil {
-				t.Fatal(err)
-			}
+			got, want, gs, ws := runFastPlain(t, fastOnce(), fn, fn, args...)
 			if !gs[0].Equal(ws[0]) {
 				t.Fatalf("shape %s, want %s", gs[0], ws[0])
 			}
@@ -1023,4 +981,20 @@ func TestBinaryKernelsAliasing(t *testing.T) {
 			}
 		}
 	}
+}
+
+// runFastPlain runs fast on b and plain (the same graph, or its unfused
+// form) on simplego with the same arguments, failing t on either's error,
+// and returns both outputs and their shapes.
+func runFastPlain(t *testing.T, b backends.Backend, fast, plain func([]*graph.Node) []*graph.Node, args ...*tensors.Tensor) (got, want [][]float64, gs, ws []shapes.Shape) {
+	t.Helper()
+	got, gs, err := run(t, b, fast, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, ws, err = run(t, plainOnce(), plain, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, want, gs, ws
 }

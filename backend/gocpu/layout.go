@@ -158,17 +158,8 @@ func gatherStrided(dst, src []byte, dims, strides []int, esz int) {
 			}
 		}
 		o += run
-		a := n - 2
-		for ; a >= 0; a-- {
-			idx[a]++
-			off += strides[a]
-			if idx[a] < dims[a] {
-				break
-			}
-			off -= strides[a] * dims[a]
-			idx[a] = 0
-		}
-		if a < 0 {
+		var more bool
+		if off, more = nextIndex(idx, dims, strides, off); !more {
 			return
 		}
 	}

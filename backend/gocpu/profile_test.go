@@ -25,11 +25,7 @@ func TestProfileTimesEveryOpKind(t *testing.T) {
 		loss := graph.ReduceAllSum(graph.Mul(graph.Log(graph.AddScalar(p, 1e-6)), p))
 		return append([]*graph.Node{loss}, graph.Gradient(loss, in[1])...)
 	}
-	be, err := New("profile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer be.Finalize()
+	be := newProfiling(t)
 	got, _, err := run(t, be, fn, x, w)
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +41,7 @@ func TestProfileTimesEveryOpKind(t *testing.T) {
 			}
 		}
 	}
-	prof := be.(*Backend).Profile(true)
+	prof := be.Profile(true)
 	byKey := map[string]OpTime{}
 	for _, p := range prof {
 		byKey[p.Op+"/"+p.Where] = p
@@ -61,7 +57,7 @@ func TestProfileTimesEveryOpKind(t *testing.T) {
 	if p := byKey["Log/simplego"]; p.Calls != 1 {
 		t.Errorf("Log ran %d times in one execution, want 1", p.Calls)
 	}
-	if again := be.(*Backend).Profile(false); len(again) != 0 {
+	if again := be.Profile(false); len(again) != 0 {
 		t.Errorf("after reset: %+v", again)
 	}
 	if fastOnce().(*Backend).Profile(false) != nil {
@@ -125,4 +121,16 @@ func TestProfileBySize(t *testing.T) {
 	if _, err := New("profile=bogus"); err == nil || !strings.Contains(err.Error(), "profile") {
 		t.Errorf("profile=bogus: %v", err)
 	}
+}
+
+// newProfiling returns a backend with the profile option, finalized when
+// the test ends.
+func newProfiling(t *testing.T) *Backend {
+	t.Helper()
+	be, err := New("profile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(be.Finalize)
+	return be.(*Backend)
 }

@@ -44,14 +44,7 @@ func TestTinyDotMatchesPlain(t *testing.T) {
 			fn := func(in []*graph.Node) []*graph.Node {
 				return []*graph.Node{graph.DotGeneral(in[0], c.lc, nil, in[1], c.rc, nil)}
 			}
-			got, gs, err := run(t, fastOnce(), fn, x, w)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, ws, err := run(t, plainOnce(), fn, x, w)
-			if err != nil {
-				t.Fatal(err)
-			}
+			got, want, gs, ws := runFastPlain(t, fastOnce(), fn, fn, x, w)
 			if !gs[0].Equal(ws[0]) {
 				t.Fatalf("shape %s, want %s", gs[0], ws[0])
 			}
@@ -67,14 +60,7 @@ func TestTinyDotMatchesPlain(t *testing.T) {
 			loss := graph.ReduceAllSum(graph.Mul(y, graph.Sin(in[0])))
 			return append([]*graph.Node{y}, graph.Gradient(loss, in[0])...)
 		}
-		got, _, err := run(t, fastOnce(), fn, x)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, _, err := run(t, plainOnce(), fn, x)
-		if err != nil {
-			t.Fatal(err)
-		}
+		got, want, _, _ := runFastPlain(t, fastOnce(), fn, fn, x)
 		for o := range want {
 			assertNearScale(t, fmt.Sprintf("output %d", o), got[o], want[o])
 		}
@@ -142,42 +128,34 @@ func BenchmarkTinyDot(b *testing.B) {
 // (no batch, one contracting axis) is.
 func TestSumOfSquaresNotRewritten(t *testing.T) {
 	bb := fastOnce().Builder("squares")
-	x, err := bb.Parameter("x", shapes.Make(dtypes.Float32, 1, 1, 32), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sq, err := bb.Mul(x, x)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum, err := bb.ReduceSum(sq, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	op := mustOp(t)
+	x := op(bb.Parameter("x", shapes.Make(dtypes.Float32, 1, 1, 32), nil))
+	sq := op(bb.Mul(x, x))
+	sum := op(bb.ReduceSum(sq, 2))
 	if n := sum.(*value).node; n.label != "RowDots" { // row dot products (fuse_rmsnorm.go)
 		t.Fatalf("sum of squares became %s %q", n.opType, n.label)
 	}
-	v, err := bb.Parameter("v", shapes.Make(dtypes.Float32, 4, 5, 3, 8, 2, 1), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rot, err := bb.Parameter("rot", shapes.Make(dtypes.Float32, 1, 1, 1, 1, 2, 2), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prod, err := bb.Mul(v, rot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := bb.ReduceSum(prod, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := op(bb.Parameter("v", shapes.Make(dtypes.Float32, 4, 5, 3, 8, 2, 1), nil))
+	rot := op(bb.Parameter("rot", shapes.Make(dtypes.Float32, 1, 1, 1, 1, 2, 2), nil))
+	prod := op(bb.Mul(v, rot))
+	g := op(bb.ReduceSum(prod, 4))
 	found := false
 	for _, n := range bb.(*Builder).nodes {
 		found = found || (n.opType == backends.OpTypeDotGeneral && n.kind == kindCustom)
 	}
 	if !found || g.(*value).node.opType == backends.OpTypeReduceSum {
 		t.Fatal("the rotation's gradient was not rewritten into a product")
+	}
+}
+
+// mustOp returns a function that passes a builder call's op through and
+// fails t on its error: x := op(bb.Mul(a, b)).
+func mustOp(t *testing.T) func(backends.Op, error) backends.Op {
+	return func(o backends.Op, err error) backends.Op {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
 	}
 }

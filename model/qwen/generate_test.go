@@ -153,14 +153,7 @@ func TestContinuation(t *testing.T) {
 	appended := [][]int{{5, 6, 7, 8, 9}, {300, 301}}
 	greedy := GenerateOptions{MaxNewTokens: 4, EOS: []int{}}
 
-	s, err := m.NewSession(2, 16, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Append(prompts); err != nil {
-		t.Fatal(err)
-	}
+	s := openSession(t, m, 16, prompts)
 	first, err := s.Generate(greedy, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -289,14 +282,7 @@ func TestKeepRows(t *testing.T) {
 	m := g.model
 	prompts := [][]int{g.row(0), g.row(1), g.row(2)}
 	opts := GenerateOptions{MaxNewTokens: 3, EOS: []int{}}
-	s, err := m.NewSession(3, 32, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Append(prompts); err != nil {
-		t.Fatal(err)
-	}
+	s := openSession(t, m, 32, prompts)
 	first, err := s.Generate(opts, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -373,14 +359,7 @@ func TestAppendNearCapacity(t *testing.T) {
 	}
 	prompt, more := ids(45, 0), ids(17, 1) // 45 + 17 = 62 ≤ 64 slots; 45 + bucket(17) = 77 > 64
 	greedy := GenerateOptions{MaxNewTokens: 3, EOS: []int{}}
-	s, err := m.NewSession(1, 64, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Append([][]int{prompt}); err != nil {
-		t.Fatal(err)
-	}
+	s := openSession(t, m, 64, [][]int{prompt})
 	if err := s.Append([][]int{more}); err != nil {
 		t.Fatal(err)
 	}
@@ -428,4 +407,19 @@ func TestManyStepShapes(t *testing.T) {
 			t.Fatalf("batch %d: %d results", b, len(res))
 		}
 	}
+}
+
+// openSession opens a decode session of m for len(prompts) rows of
+// capacity slots (closed when the test ends) and appends prompts.
+func openSession(t *testing.T, m *Model, capacity int, prompts [][]int) *Session {
+	t.Helper()
+	s, err := m.NewSession(len(prompts), capacity, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	if err := s.Append(prompts); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

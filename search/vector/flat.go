@@ -176,11 +176,17 @@ func (f *Flat) Reconstruct(j int, dst []float32) error {
 
 // Close releases the memory map of an opened index.
 func (f *Flat) Close() error {
-	if f.closer == nil {
+	return release(&f.closer)
+}
+
+// release calls *closer (the unmapping of an opened index) once and clears
+// it; nil releases nothing.
+func release(closer *func() error) error {
+	if *closer == nil {
 		return nil
 	}
-	c := f.closer
-	f.closer = nil
+	c := *closer
+	*closer = nil
 	return c()
 }
 

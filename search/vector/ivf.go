@@ -62,16 +62,25 @@ type ivfList struct {
 	norms []float32 // L2 only: ‖x̂‖² (of the residual when residual)
 }
 
-// NewIVF returns an untrained IVF index with nlist lists.
-func NewIVF(d, nlist int, opt IVFOptions) (*IVF, error) {
+// checkIVFShape checks the arguments every inverted-file index takes: the
+// dimension d, the list count nlist and the metric; kind prefixes errors.
+func checkIVFShape(kind string, d, nlist int, m Metric) error {
 	if d <= 0 || d > maxDim {
-		return nil, fmt.Errorf("ivf index: dimension %d outside 1…%d", d, maxDim)
+		return fmt.Errorf("%s: dimension %d outside 1…%d", kind, d, maxDim)
 	}
 	if nlist <= 0 || nlist > 1<<24 {
-		return nil, fmt.Errorf("ivf index: nlist %d outside 1…%d", nlist, 1<<24)
+		return fmt.Errorf("%s: nlist %d outside 1…%d", kind, nlist, 1<<24)
 	}
-	if err := checkMetric(opt.Metric); err != nil {
-		return nil, fmt.Errorf("ivf index: %w", err)
+	if err := checkMetric(m); err != nil {
+		return fmt.Errorf("%s: %w", kind, err)
+	}
+	return nil
+}
+
+// NewIVF returns an untrained IVF index with nlist lists.
+func NewIVF(d, nlist int, opt IVFOptions) (*IVF, error) {
+	if err := checkIVFShape("ivf index", d, nlist, opt.Metric); err != nil {
+		return nil, err
 	}
 	if err := checkEncoding(opt.Encoding); err != nil {
 		return nil, fmt.Errorf("ivf index: %w", err)
@@ -141,12 +150,7 @@ func (ix *IVF) String() string {
 
 // Close releases the memory map of an opened index.
 func (ix *IVF) Close() error {
-	if ix.closer == nil {
-		return nil
-	}
-	c := ix.closer
-	ix.closer = nil
-	return c()
+	return release(&ix.closer)
 }
 
 // Train learns the nlist centroids by k-means on x (subsampled to at most

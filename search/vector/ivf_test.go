@@ -23,6 +23,18 @@ func newIVFFixture(n, nq, d int) *ivfFixture {
 	return f
 }
 
+// checkRecall logs the recall@k of ids against the exact top-k under
+// label, fails t when it is below min, and returns it.
+func (f *ivfFixture) checkRecall(t *testing.T, ids []int64, label string, min float64) float64 {
+	t.Helper()
+	r := vectest.RecallAt(ids, f.exactID, f.k)
+	t.Logf("%s: recall@%d %.4f", label, f.k, r)
+	if r < min {
+		t.Errorf("%s: recall@%d %.4f < %.2f", label, f.k, r, min)
+	}
+	return r
+}
+
 func buildIVF(t testing.TB, x []float32, d, nlist int, m Metric, enc Encoding) *IVF {
 	t.Helper()
 	ix, err := NewIVF(d, nlist, IVFOptions{Metric: m, Encoding: enc, KMeans: KMeansOptions{Seed: 1}})
@@ -69,11 +81,7 @@ func TestIVFRecallAgainstFlat(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := vectest.RecallAt(ids, fx.exactID, fx.k)
-		t.Logf("%v nprobe %d: recall@10 %.3f", c.enc, c.nprobe, r)
-		if r < c.min {
-			t.Errorf("%v nprobe %d: recall@10 %.3f < %.2f", c.enc, c.nprobe, r, c.min)
-		}
+		r := fx.checkRecall(t, ids, fmt.Sprintf("%v nprobe %d", c.enc, c.nprobe), c.min)
 		if r < prev[c.enc] {
 			t.Errorf("%v: recall fell from %.3f to %.3f as nprobe grew to %d", c.enc, prev[c.enc], r, c.nprobe)
 		}

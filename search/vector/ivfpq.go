@@ -93,14 +93,8 @@ type pqList struct {
 // NewIVFPQ returns an untrained IVF-PQ index with nlist lists and M
 // sub-quantizers.
 func NewIVFPQ(d, nlist int, opt IVFPQOptions) (*IVFPQ, error) {
-	if d <= 0 || d > maxDim {
-		return nil, fmt.Errorf("ivf-pq index: dimension %d outside 1…%d", d, maxDim)
-	}
-	if nlist <= 0 || nlist > 1<<24 {
-		return nil, fmt.Errorf("ivf-pq index: nlist %d outside 1…%d", nlist, 1<<24)
-	}
-	if err := checkMetric(opt.Metric); err != nil {
-		return nil, fmt.Errorf("ivf-pq index: %w", err)
+	if err := checkIVFShape("ivf-pq index", d, nlist, opt.Metric); err != nil {
+		return nil, err
 	}
 	pq, err := newPQ(d, opt.M)
 	if err != nil {
@@ -203,12 +197,8 @@ func (ix *IVFPQ) Close() error {
 		}
 		ix.refine = nil
 	}
-	if ix.closer != nil {
-		c := ix.closer
-		ix.closer = nil
-		if cerr := c(); err == nil {
-			err = cerr
-		}
+	if cerr := release(&ix.closer); err == nil {
+		err = cerr
 	}
 	return err
 }
