@@ -42,8 +42,8 @@ func envOr[T int | float64](t *testing.T, key string, def T) T {
 }
 
 // TestGRPOOverfitDemo is the GRPO chain's overfit check on a real demo
-// world (it runs only when CAS_GRPO_OVERFIT names a `cas demo` run folder;
-// minutes): it runs GRPO steps on one fixed batch of 8 training questions,
+// world (it runs only when CAS_GRPO_OVERFIT names a `cas demo` run folder
+// by an absolute path, go test running in the package folder; minutes): it runs GRPO steps on one fixed batch of 8 training questions,
 // 8 trajectories each, re-rolled every step with the updated policy, and
 // checks at every step
 //   - that the sampler's log-probs equal the learner's recomputed ones on
