@@ -1,9 +1,11 @@
 package train
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -306,6 +308,7 @@ func (l *Learner) Step(trajs []*agent.Trajectory) (*StepResult, error) {
 				count += trajs[i].PolicyTokens()
 			}
 			var terms LossTerms
+			members = byLength(trajs, members)
 			for off := 0; off < len(members); off += l.cfg.MicroBatch {
 				idx := members[off:min(off+l.cfg.MicroBatch, len(members))]
 				p := packRows(trajs, idx, l.cfg.MicroBatch)
@@ -386,15 +389,30 @@ func (l *Learner) miniBatches(trajs []*agent.Trajectory) [][]int {
 	return out
 }
 
-// microBatches splits all trajectory indices into micro-batches, in order.
+// microBatches splits all trajectory indices into micro-batches of
+// trajectories of similar length (byLength).
 func (l *Learner) microBatches(trajs []*agent.Trajectory) [][]int {
-	var out [][]int
-	for off := 0; off < len(trajs); off += l.cfg.MicroBatch {
-		idx := make([]int, 0, l.cfg.MicroBatch)
-		for i := off; i < min(off+l.cfg.MicroBatch, len(trajs)); i++ {
-			idx = append(idx, i)
-		}
-		out = append(out, idx)
+	all := make([]int, len(trajs))
+	for i := range all {
+		all[i] = i
 	}
+	all = byLength(trajs, all)
+	var out [][]int
+	for off := 0; off < len(all); off += l.cfg.MicroBatch {
+		out = append(out, all[off:min(off+l.cfg.MicroBatch, len(all))])
+	}
+	return out
+}
+
+// byLength returns the trajectory indices idx ordered by sequence length
+// (stable), so that consecutive micro-batches hold trajectories of similar
+// length: a micro-batch is padded to its longest row's bucket, and one
+// babbling 640-token response among short ones made every row of its
+// micro-batch cost 1024 positions. The order changes no value: the
+// micro-batch losses are divided by the whole mini-batch's token count and
+// their gradients summed (LossInputs.TokenCount).
+func byLength(trajs []*agent.Trajectory, idx []int) []int {
+	out := slices.Clone(idx)
+	slices.SortStableFunc(out, func(a, b int) int { return cmp.Compare(len(trajs[a].IDs), len(trajs[b].IDs)) })
 	return out
 }
