@@ -129,6 +129,12 @@ func (r *ScaleReport) WriteMarkdown(w io.Writer) {
 	for _, row := range r.Rows {
 		sizes[row.N] = true
 	}
+	if len(sizes) < 2 {
+		// One point fixes no slope: a "projection" would print the
+		// measured figures again as if they held at 21M.
+		fmt.Fprintf(w, "\nNo projection to %s: a least-squares line needs at least two sizes, and this run measured one (pass two or more to --sizes).\n", countText(ScaleTarget))
+		return
+	}
 	fmt.Fprintf(w, "\n#### Projection to %s (least squares over %d sizes: linear in N for times, bytes and seconds per batched query; recall linear in log N)\n\n", countText(ScaleTarget), len(sizes))
 	fmt.Fprintf(w, "| config | build s | build peak GiB | serve peak GiB | single ms | batch q/s | recall@10 | GRPO step (%d q), %d threads | 32 cores |\n", GRPOStepQueries, r.Threads)
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
