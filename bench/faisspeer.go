@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+
+	"github.com/cas-engine/cas/internal/blascore"
 )
 
 // DefaultPython runs the peers (faiss_peer.py, torch_qwen_peer.py) unless
@@ -134,6 +136,7 @@ func RunFAISSPeer(python, script, dir string, threads, nlist int, nprobes []int,
 	if f == nil {
 		return nil, fmt.Errorf("%s printed no figures for %d threads", script, threads)
 	}
+	f.BLAS = blascore.Annotate(f.BLAS, python)
 	return f, nil
 }
 

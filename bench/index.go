@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cas-engine/cas/internal/blascore"
 	"github.com/cas-engine/cas/search/vector"
 	"github.com/cas-engine/cas/tensor"
 )
@@ -431,6 +432,9 @@ func percent(a, b float64) string {
 func blasWarning(blas string) string {
 	if strings.HasPrefix(blas, "reference:") {
 		return " **Not a fair peer: the netlib reference BLAS is ~10× slower than OpenBLAS (apt-get install -y libopenblas0-pthread).**"
+	}
+	if core := blascore.GenericIn(blas); core != "" {
+		return " **Not a fair peer: OpenBLAS did not recognise this CPU and runs its " + core + " (pre-AVX) kernels, about 5× slower than its AVX-512 ones; peer_env.py drops OPENBLAS_CORETYPE, so the ratios below overstate cas's lead.**"
 	}
 	return ""
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/backend/gocpu"
 	"github.com/cas-engine/cas/bench"
+	"github.com/cas-engine/cas/internal/blascore"
 	"github.com/cas-engine/cas/internal/cputime"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/tensor"
@@ -693,7 +694,12 @@ func RunPeer(python, script string, cfg *qwen.Config, batch, seqLen, threads, st
 		}
 		return nil, fmt.Errorf("peer %s: %w (%s)", script, err, msg)
 	}
-	return ParsePeer(stdout.Bytes())
+	p, err := ParsePeer(stdout.Bytes())
+	if err != nil {
+		return nil, err
+	}
+	p.BLAS = blascore.Annotate(p.BLAS, python)
+	return p, nil
 }
 
 // ParsePeer reads the last JSON line of torch_qwen_peer.py's output.

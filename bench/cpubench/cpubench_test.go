@@ -16,6 +16,7 @@ import (
 
 	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/backend/gocpu"
+	"github.com/cas-engine/cas/internal/blascore"
 	"github.com/cas-engine/cas/internal/cputime"
 	"github.com/cas-engine/cas/model/qwen"
 )
@@ -552,5 +553,18 @@ func TestRunDecodeOnly(t *testing.T) {
 	text := out.String()
 	if !strings.Contains(text, "| tiny | 2.000 | 2.500 | 80% | 1.250 | 80% | 1.60× |") || strings.Contains(text, "FMA peak") || strings.Contains(text, "Roofline") {
 		t.Fatalf("report:\n%s", text)
+	}
+}
+
+// TestFairRefusesGenericOpenBLAS: a peer whose OpenBLAS fell back to its
+// pre-AVX kernels (blascore.Annotate's note) gets no ratio.
+func TestFairRefusesGenericOpenBLAS(t *testing.T) {
+	p := &PeerFigures{BLAS: "openblas-pthread/libopenblasp-r0.3.21.so" + blascore.Marker + "Prescott (pre-AVX kernels: OpenBLAS does not recognise this CPU)"}
+	if fair, why := p.Fair(); fair || !strings.Contains(why, "Prescott") {
+		t.Fatalf("Fair() = %v, %q", fair, why)
+	}
+	p.BLAS = "openblas-pthread/libopenblasp-r0.3.21.so"
+	if fair, _ := p.Fair(); !fair {
+		t.Fatal("a plain OpenBLAS peer should be fair")
 	}
 }

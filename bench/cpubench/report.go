@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cas-engine/cas/backend/gocpu"
+	"github.com/cas-engine/cas/internal/blascore"
 )
 
 // WriteMarkdown prints the report as the README's performance tables, with
@@ -142,6 +143,8 @@ func (p *PeerFigures) Fair() (bool, string) {
 		return false, "BLAS not reported"
 	case strings.HasPrefix(p.BLAS, "reference"):
 		return false, "reference BLAS"
+	case blascore.GenericIn(p.BLAS) != "":
+		return false, "OpenBLAS runs its " + blascore.GenericIn(p.BLAS) + " (pre-AVX) kernels on this CPU"
 	}
 	return true, ""
 }

@@ -1,0 +1,94 @@
+// Package blascore asks a peer's Python which kernels OpenBLAS chose.
+//
+// Debian's OpenBLAS is built with DYNAMIC_ARCH: at load time it reads the
+// CPU's family and model and picks a kernel set. A CPU newer than the
+// library (this project's development VM reports family 6, model 207, which
+// OpenBLAS 0.3.21 does not know) falls back to "Prescott", the SSE3
+// kernels, about 5× slower than the AVX-512 "SkylakeX" set on the same
+// core (1000×768×4096 sgemm on one thread, measured 2026-12-02: 21.7
+// against 112.1 GFLOP/s). The peer scripts run through peer_env.py, which
+// drops OPENBLAS_CORETYPE, so such a peer cannot be corrected from outside;
+// a ratio against it is not a ratio against a fairly set-up peer, and the
+// benchmarks say so.
+package blascore
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// generic lists OpenBLAS's pre-AVX x86 kernel sets, chosen for CPUs it
+// does not recognise (or that lack AVX).
+var generic = []string{"prescott", "katmai", "coppermine", "northwood", "banias", "core2", "penryn", "dunnington", "nehalem", "atom"}
+
+var coreLine = regexp.MustCompile(`(?m)^Core:\s*(\S+)`)
+
+// Probe returns the OpenBLAS core name numpy loads under python, with the
+// environment peer_env.py gives the peer (OPENBLAS_CORETYPE and
+// OPENBLAS_L2_SIZE removed), or "" with the error when python, numpy or an
+// OpenBLAS that reports its core is missing.
+func Probe(python string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, "-c", "import numpy")
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "OPENBLAS_CORETYPE=") && !strings.HasPrefix(kv, "OPENBLAS_L2_SIZE=") && !strings.HasPrefix(kv, "OPENBLAS_VERBOSE=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "OPENBLAS_VERBOSE=2")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return "", err
+	}
+	return Parse(out.String()), nil
+}
+
+// Parse returns the core name of OpenBLAS's "Core: X" line in out, or "".
+func Parse(out string) string {
+	if m := coreLine.FindStringSubmatch(out); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// Generic reports whether core is one of OpenBLAS's pre-AVX kernel sets.
+func Generic(core string) bool {
+	for _, g := range generic {
+		if strings.EqualFold(core, g) {
+			return true
+		}
+	}
+	return false
+}
+
+// Marker starts the note Annotate appends to a BLAS description.
+const Marker = "; OpenBLAS core "
+
+// Annotate appends to the peer's BLAS description the OpenBLAS core that
+// python loads when it is a generic one (the description is unchanged when
+// the core is a proper one or cannot be probed).
+func Annotate(blas, python string) string {
+	core, err := Probe(python)
+	if err != nil || !Generic(core) {
+		return blas
+	}
+	return blas + Marker + core + " (pre-AVX kernels: OpenBLAS does not recognise this CPU)"
+}
+
+// GenericIn returns the generic core named in a description Annotate
+// wrote, or "".
+func GenericIn(blas string) string {
+	_, after, ok := strings.Cut(blas, Marker)
+	if !ok {
+		return ""
+	}
+	core, _, _ := strings.Cut(after, " ")
+	return core
+}
