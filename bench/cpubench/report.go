@@ -95,7 +95,11 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 		}
 		if m.Peer != nil {
 			if fair, why := m.Peer.Fair(); !fair {
-				fmt.Fprintf(w, "\nPyTorch peer for %s is not a fair peer (%s; BLAS %q): no ratio printed. Install libopenblas0-pthread.\n", m.Name, why, m.Peer.BLAS)
+				fix := "Install libopenblas0-pthread."
+				if blascore.GenericIn(m.Peer.BLAS) != "" {
+					fix = "OpenBLAS would need OPENBLAS_CORETYPE (e.g. SkylakeX), which peer_env.py drops."
+				}
+				fmt.Fprintf(w, "\nPyTorch peer for %s is not a fair peer (%s; BLAS %q): no ratio printed. %s\n", m.Name, why, m.Peer.BLAS, fix)
 			}
 		}
 	}
