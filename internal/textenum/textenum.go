@@ -1,7 +1,7 @@
-// Package textenum gives a small integer enum (values 0 … n−1) its text
-// form once: String, a case-insensitive Parse, and the
-// encoding.TextMarshaler / TextUnmarshaler pair that JSON and YAML use, so
-// that each enum's methods are one line each.
+// Package textenum gives a small integer enum (values 0 … n−1, of an int
+// or uint8 kind) its text form once: String, a case-insensitive Parse, and
+// the encoding.TextMarshaler / TextUnmarshaler pair that JSON and YAML use,
+// so that each enum's methods are one line each.
 package textenum
 
 import (
@@ -10,7 +10,7 @@ import (
 )
 
 // Names is the text form of an enum E: Names[i] is the name of E(i).
-type Names[E ~int] struct {
+type Names[E ~int | ~uint8] struct {
 	Type  string   // the Go type, for String of an invalid value: "ACIRule(7)"
 	Kind  string   // what the value is, in errors: "ACI rule"
 	Names []string // the names, in value order

@@ -73,3 +73,23 @@ func TestAliases(t *testing.T) {
 		t.Errorf("unknown spelling: %v", err)
 	}
 }
+
+// TestUint8Kind: a uint8 enum gets the same String, Parse and text
+// round trip, and an out-of-range value prints with its type.
+func TestUint8Kind(t *testing.T) {
+	type small uint8
+	n := Names[small]{Type: "small", Kind: "small", Names: []string{"a", "b"}, Aliases: map[string]small{"bee": 1}}
+	if got, err := n.Parse(" BEE "); err != nil || got != 1 {
+		t.Errorf("Parse alias = %v, %v", got, err)
+	}
+	if s := n.String(200); s != "small(200)" {
+		t.Errorf("String(200) = %q", s)
+	}
+	if _, err := n.Marshal(2); err == nil || !strings.Contains(err.Error(), "invalid small 2") {
+		t.Errorf("Marshal(2): %v", err)
+	}
+	var v small
+	if err := n.Unmarshal([]byte("b"), &v); err != nil || v != 1 {
+		t.Errorf("Unmarshal(b) = %v, %v", v, err)
+	}
+}

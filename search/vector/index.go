@@ -4,7 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
+
+	"github.com/cas-engine/cas/internal/textenum"
 )
 
 // Vectors, query batches and results are flat row-major slices throughout:
@@ -23,26 +24,13 @@ const (
 	L2
 )
 
-func (m Metric) String() string {
-	switch m {
-	case InnerProduct:
-		return "ip"
-	case L2:
-		return "l2"
-	}
-	return fmt.Sprintf("metric(%d)", uint8(m))
-}
+var metricNames = textenum.Names[Metric]{Type: "metric", Kind: "metric", Names: []string{"ip", "l2"},
+	Aliases: map[string]Metric{"inner_product": InnerProduct, "dot": InnerProduct}}
 
-// ParseMetric accepts "ip" (or "inner_product") and "l2".
-func ParseMetric(s string) (Metric, error) {
-	switch strings.ToLower(s) {
-	case "ip", "inner_product", "dot":
-		return InnerProduct, nil
-	case "l2":
-		return L2, nil
-	}
-	return 0, fmt.Errorf("unknown metric %q (want ip or l2)", s)
-}
+func (m Metric) String() string { return metricNames.String(m) }
+
+// ParseMetric accepts "ip" (or "inner_product", "dot") and "l2", in any case.
+func ParseMetric(s string) (Metric, error) { return metricNames.Parse(s) }
 
 // worst is the padding score of a missing result: −FLT_MAX for inner
 // product, +FLT_MAX for L2, as FAISS pads (and valid JSON, unlike ±Inf).
@@ -67,30 +55,14 @@ const (
 	SQ8
 )
 
-func (e Encoding) String() string {
-	switch e {
-	case F32:
-		return "f32"
-	case F16:
-		return "f16"
-	case SQ8:
-		return "sq8"
-	}
-	return fmt.Sprintf("encoding(%d)", uint8(e))
-}
+var encodingNames = textenum.Names[Encoding]{Type: "encoding", Kind: "encoding", Names: []string{"f32", "f16", "sq8"},
+	Aliases: map[string]Encoding{"float32": F32, "flat": F32, "float16": F16, "fp16": F16}}
 
-// ParseEncoding accepts "f32", "f16" and "sq8".
-func ParseEncoding(s string) (Encoding, error) {
-	switch strings.ToLower(s) {
-	case "f32", "float32", "flat":
-		return F32, nil
-	case "f16", "float16", "fp16":
-		return F16, nil
-	case "sq8":
-		return SQ8, nil
-	}
-	return 0, fmt.Errorf("unknown encoding %q (want f32, f16 or sq8)", s)
-}
+func (e Encoding) String() string { return encodingNames.String(e) }
+
+// ParseEncoding accepts "f32" (or "float32", "flat"), "f16" (or "float16",
+// "fp16") and "sq8", in any case.
+func ParseEncoding(s string) (Encoding, error) { return encodingNames.Parse(s) }
 
 // bytesPer is the storage of one vector component.
 func (e Encoding) bytesPer() int {
