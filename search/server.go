@@ -94,37 +94,33 @@ func DefaultServerConfig() ServerConfig {
 }
 
 func (c *ServerConfig) validate() error {
-	switch {
-	case c.MaxTopK < 1:
-		return fmt.Errorf("server: max topk %d < 1", c.MaxTopK)
-	case c.DefaultTopK < 1 || c.DefaultTopK > c.MaxTopK:
-		return fmt.Errorf("server: default topk %d outside [1, %d]", c.DefaultTopK, c.MaxTopK)
-	case c.MaxQueries < 1:
-		return fmt.Errorf("server: max queries %d < 1", c.MaxQueries)
-	case c.MaxResults < 0:
-		return fmt.Errorf("server: max results %d < 0", c.MaxResults)
-	case c.MaxBodyBytes < 64:
-		return fmt.Errorf("server: body limit %d bytes is too small", c.MaxBodyBytes)
-	case c.Timeout <= 0:
-		return fmt.Errorf("server: timeout %v ≤ 0", c.Timeout)
-	case c.MaxBatch < 1:
-		return fmt.Errorf("server: max batch %d < 1", c.MaxBatch)
-	case c.QueueSize < 1:
-		return fmt.Errorf("server: queue size %d < 1", c.QueueSize)
-	case c.BatchWindow < 0:
-		return fmt.Errorf("server: batch window %v < 0", c.BatchWindow)
-	case c.MaxResponseBytes < 64:
-		return fmt.Errorf("server: response limit %d bytes is too small", c.MaxResponseBytes)
-	case c.WriteTimeout <= 0:
-		return fmt.Errorf("server: write timeout %v ≤ 0", c.WriteTimeout)
-	case c.MaxInFlight < 1:
-		return fmt.Errorf("server: max in-flight requests %d < 1", c.MaxInFlight)
-	case c.MaxConns < 0:
-		return fmt.Errorf("server: max connections %d < 0", c.MaxConns)
-	case c.LargeResults < 1 || c.MaxLargeInFlight < 1:
-		return fmt.Errorf("server: large requests (> %d results) limited to %d in flight: both must be ≥ 1", c.LargeResults, c.MaxLargeInFlight)
-	case c.FairChunkResults < 1:
-		return fmt.Errorf("server: fair chunk of %d results < 1", c.FairChunkResults)
+	// Each limit with the test that rejects it, in the order they are
+	// checked; the error reads "server: <what> <value> <rel>".
+	for _, l := range []struct {
+		bad  bool
+		what string
+		v    any
+		rel  string
+	}{
+		{c.MaxTopK < 1, "max topk", c.MaxTopK, "< 1"},
+		{c.DefaultTopK < 1 || c.DefaultTopK > c.MaxTopK, "default topk", c.DefaultTopK, fmt.Sprintf("outside [1, %d]", c.MaxTopK)},
+		{c.MaxQueries < 1, "max queries", c.MaxQueries, "< 1"},
+		{c.MaxResults < 0, "max results", c.MaxResults, "< 0"},
+		{c.MaxBodyBytes < 64, "body limit", c.MaxBodyBytes, "bytes is too small"},
+		{c.Timeout <= 0, "timeout", c.Timeout, "≤ 0"},
+		{c.MaxBatch < 1, "max batch", c.MaxBatch, "< 1"},
+		{c.QueueSize < 1, "queue size", c.QueueSize, "< 1"},
+		{c.BatchWindow < 0, "batch window", c.BatchWindow, "< 0"},
+		{c.MaxResponseBytes < 64, "response limit", c.MaxResponseBytes, "bytes is too small"},
+		{c.WriteTimeout <= 0, "write timeout", c.WriteTimeout, "≤ 0"},
+		{c.MaxInFlight < 1, "max in-flight requests", c.MaxInFlight, "< 1"},
+		{c.MaxConns < 0, "max connections", c.MaxConns, "< 0"},
+		{c.LargeResults < 1 || c.MaxLargeInFlight < 1, fmt.Sprintf("large requests (> %d results) limited to", c.LargeResults), c.MaxLargeInFlight, "in flight: both must be ≥ 1"},
+		{c.FairChunkResults < 1, "fair chunk of", c.FairChunkResults, "results < 1"},
+	} {
+		if l.bad {
+			return fmt.Errorf("server: %s %v %s", l.what, l.v, l.rel)
+		}
 	}
 	if c.RetryAfter < time.Second {
 		c.RetryAfter = time.Second

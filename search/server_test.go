@@ -326,22 +326,42 @@ func TestServerGracefulShutdown(t *testing.T) {
 	}
 }
 
+// TestServerConfigValidate: each limit out of range is refused with a
+// message naming it and its value; the first bad one in the order below
+// wins; the defaults pass and RetryAfter is raised to a second.
 func TestServerConfigValidate(t *testing.T) {
-	for _, mod := range []func(*ServerConfig){
-		func(c *ServerConfig) { c.MaxTopK = 0 },
-		func(c *ServerConfig) { c.DefaultTopK = 200 },
-		func(c *ServerConfig) { c.MaxQueries = 0 },
-		func(c *ServerConfig) { c.MaxBodyBytes = 1 },
-		func(c *ServerConfig) { c.Timeout = 0 },
-		func(c *ServerConfig) { c.MaxBatch = 0 },
-		func(c *ServerConfig) { c.QueueSize = 0 },
-		func(c *ServerConfig) { c.BatchWindow = -1 },
+	for _, tc := range []struct {
+		set  func(*ServerConfig)
+		want string
+	}{
+		{func(c *ServerConfig) { c.MaxTopK = 0 }, "server: max topk 0 < 1"},
+		{func(c *ServerConfig) { c.DefaultTopK = 101 }, "server: default topk 101 outside [1, 100]"},
+		{func(c *ServerConfig) { c.MaxQueries = -2 }, "server: max queries -2 < 1"},
+		{func(c *ServerConfig) { c.MaxResults = -1 }, "server: max results -1 < 0"},
+		{func(c *ServerConfig) { c.MaxBodyBytes = 63 }, "server: body limit 63 bytes is too small"},
+		{func(c *ServerConfig) { c.Timeout = 0 }, "server: timeout 0s ≤ 0"},
+		{func(c *ServerConfig) { c.MaxBatch = 0 }, "server: max batch 0 < 1"},
+		{func(c *ServerConfig) { c.QueueSize = 0 }, "server: queue size 0 < 1"},
+		{func(c *ServerConfig) { c.BatchWindow = -time.Millisecond }, "server: batch window -1ms < 0"},
+		{func(c *ServerConfig) { c.MaxResponseBytes = 10 }, "server: response limit 10 bytes is too small"},
+		{func(c *ServerConfig) { c.WriteTimeout = -time.Second }, "server: write timeout -1s ≤ 0"},
+		{func(c *ServerConfig) { c.MaxInFlight = 0 }, "server: max in-flight requests 0 < 1"},
+		{func(c *ServerConfig) { c.MaxConns = -1 }, "server: max connections -1 < 0"},
+		{func(c *ServerConfig) { c.MaxLargeInFlight = 0 }, "server: large requests (> 4096 results) limited to 0 in flight: both must be ≥ 1"},
+		{func(c *ServerConfig) { c.LargeResults = 0 }, "server: large requests (> 0 results) limited to 16 in flight: both must be ≥ 1"},
+		{func(c *ServerConfig) { c.FairChunkResults = 0 }, "server: fair chunk of 0 results < 1"},
+		{func(c *ServerConfig) { c.QueueSize, c.MaxQueries = 0, 0 }, "server: max queries 0 < 1"},
 	} {
-		cfg := DefaultServerConfig()
-		mod(&cfg)
-		if _, err := NewServer(&fakeRetriever{}, cfg); err == nil {
-			t.Errorf("config %+v: want an error", cfg)
+		c := DefaultServerConfig()
+		tc.set(&c)
+		if err := c.validate(); err == nil || err.Error() != tc.want {
+			t.Errorf("validate() = %v, want %q", err, tc.want)
 		}
+	}
+	c := DefaultServerConfig()
+	c.RetryAfter = 0
+	if err := c.validate(); err != nil || c.RetryAfter != time.Second {
+		t.Errorf("defaults: %v, RetryAfter %v", err, c.RetryAfter)
 	}
 }
 
