@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 
-	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/internal/atomicfile"
 	"github.com/cas-engine/cas/model/bert"
 	"github.com/schollz/progressbar/v3"
@@ -44,16 +43,11 @@ L2-normalises, and writes little-endian float32 vectors, row-major
 			if err != nil {
 				return err
 			}
-			be, err := backend.New()
+			enc, closeEnc, err := loadBERT(modelDir, bert.Options{BatchSize: batch, MaxLen: maxLen})
 			if err != nil {
 				return err
 			}
-			defer be.Finalize()
-			enc, err := bert.LoadWithOptions(modelDir, be, bert.Options{BatchSize: batch, MaxLen: maxLen})
-			if err != nil {
-				return err
-			}
-			defer enc.Close()
+			defer closeEnc()
 			f, err := os.Open(in)
 			if err != nil {
 				return err

@@ -8,10 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cas-engine/cas/agent"
-	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/bench"
 	"github.com/cas-engine/cas/conformal"
-	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/search"
 )
 
@@ -103,19 +101,15 @@ prints the Markdown tables.`,
 				defer closeR()
 				r, retrieval = rr, source
 			}
-			be, err := backend.New()
-			if err != nil {
-				return err
-			}
-			defer be.Finalize()
 			var progress io.Writer
 			if !noProgress {
 				progress = progressOut(cmd.ErrOrStderr())
 			}
-			m, err := qwen.Load(modelDir, be, qwen.LoadOptions{Progress: progress})
+			m, err := loadQwen(modelDir, "", progress)
 			if err != nil {
 				return err
 			}
+			defer m.Backend().Finalize()
 			runner, err := agent.NewRunner(agent.QwenPolicy{Model: m}, tok, r, cfg)
 			if err != nil {
 				return err

@@ -53,7 +53,7 @@ A summary (tokens, speed, finish reason) goes to stderr.`,
 			if len(ids) == 0 {
 				return fmt.Errorf("empty prompt")
 			}
-			m, err := loadQwen(cmd, modelDir, "")
+			m, err := loadQwen(modelDir, "", progressOut(cmd.ErrOrStderr()))
 			if err != nil {
 				return err
 			}

@@ -8,9 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/model/bert"
-	"github.com/cas-engine/cas/model/tokenizer"
 	"github.com/cas-engine/cas/search"
 	"github.com/cas-engine/cas/search/vector"
 	"github.com/spf13/cobra"
@@ -61,24 +59,15 @@ func loadE5(d denseFlags) (search.Encoder, func(), error) {
 	if d.encoder == "" {
 		return nil, nil, errors.New("a dense index needs --encoder DIR")
 	}
-	tokPath := d.tokenizer
-	if tokPath == "" {
-		tokPath = filepath.Join(d.encoder, "tokenizer.json")
-	}
-	tok, err := tokenizer.Load(tokPath)
-	if err != nil {
-		return nil, nil, fmt.Errorf("load %s: %w", tokPath, err)
-	}
-	be, err := backend.New()
+	tok, err := loadModelTokenizer(d.encoder, d.tokenizer)
 	if err != nil {
 		return nil, nil, err
 	}
-	enc, err := bert.LoadWithOptions(d.encoder, be, bert.Options{BatchSize: d.batch, MaxLen: d.maxLen})
+	enc, closeAll, err := loadBERT(d.encoder, bert.Options{BatchSize: d.batch, MaxLen: d.maxLen})
 	if err != nil {
-		be.Finalize()
 		return nil, nil, err
 	}
-	return e5Encoder{enc: enc, tok: tok}, func() { enc.Close(); be.Finalize() }, nil
+	return e5Encoder{enc: enc, tok: tok}, closeAll, nil
 }
 
 // openRetrieval opens the retriever a command names: a client of the

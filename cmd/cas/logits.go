@@ -26,7 +26,7 @@ bfloat16 (as a bf16 model runs in transformers); the default f32 upcasts.`,
 			if err != nil {
 				return fmt.Errorf("--precision: %w", err)
 			}
-			m, err := loadQwen(cmd, modelDir, p)
+			m, err := loadQwen(modelDir, p, progressOut(cmd.ErrOrStderr()))
 			if err != nil {
 				return err
 			}

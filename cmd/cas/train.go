@@ -15,9 +15,7 @@ import (
 	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/internal/atomicfile"
-	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/safetensors"
-	"github.com/cas-engine/cas/model/tokenizer"
 	"github.com/cas-engine/cas/qa"
 	"github.com/cas-engine/cas/search"
 	"github.com/cas-engine/cas/train"
@@ -147,19 +145,15 @@ that policy is its score (Eq. 6). The scores are written as one JSONL line
 			if err != nil {
 				return err
 			}
-			be, err := backend.New()
+			tok, err := loadModelTokenizer(cfg.Model.Path, cfg.Model.Tokenizer)
 			if err != nil {
 				return err
 			}
-			defer be.Finalize()
-			tok, err := loadTrainTokenizer(cfg)
+			m, err := loadQwen(cfg.Model.Path, "", progressOut(cmd.ErrOrStderr()))
 			if err != nil {
 				return err
 			}
-			m, err := qwen.Load(cfg.Model.Path, be, qwen.LoadOptions{Progress: progressOut(cmd.ErrOrStderr())})
-			if err != nil {
-				return err
-			}
+			defer m.Backend().Finalize()
 			scores, err := train.ComputeBootstrap(cfg, m, tok, progressOut(cmd.ErrOrStderr()))
 			if err != nil {
 				return err
@@ -186,18 +180,6 @@ that policy is its score (Eq. 6). The scores are written as one JSONL line
 		_ = cmd.MarkFlagRequired(n)
 	}
 	return cmd
-}
-
-func loadTrainTokenizer(cfg *train.Config) (*tokenizer.Tokenizer, error) {
-	path := cfg.Model.Tokenizer
-	if path == "" {
-		path = filepath.Join(cfg.Model.Path, "tokenizer.json")
-	}
-	tok, err := tokenizer.Load(path)
-	if err != nil {
-		return nil, fmt.Errorf("load %s: %w", path, err)
-	}
-	return tok, nil
 }
 
 func newTrainExportPromptsCmd() *cobra.Command {
@@ -309,7 +291,7 @@ trajectories). The result is a Hugging Face folder (--out) for model.path.`,
 			if strings.EqualFold(dtype, "bf16") {
 				st = safetensors.BF16
 			}
-			m, err := loadQwen(cmd, modelDir, "")
+			m, err := loadQwen(modelDir, "", progressOut(cmd.ErrOrStderr()))
 			if err != nil {
 				return err
 			}
