@@ -2,7 +2,6 @@ package tokenizer
 
 import (
 	"encoding/json"
-	"fmt"
 	"strings"
 )
 
@@ -49,24 +48,15 @@ func parseDecoder(raw json.RawMessage, alpha *byteLevelAlphabet) (decoder, error
 	case "Fuse":
 		return fuseDecoder{}, nil
 	case "Replace":
-		if j.Pattern == nil {
-			return nil, fmt.Errorf("decoder Replace: missing pattern")
-		}
-		m, err := compilePattern(*j.Pattern)
-		if err != nil {
-			return nil, fmt.Errorf("decoder Replace: %w", err)
-		}
-		return replaceDecoder{replaceNormalizer{m: m, content: j.Content}}, nil
-	case "Sequence":
-		seq, err := parseSequence("decoder", j.Decoders, func(r json.RawMessage) (decoder, error) { return parseDecoder(r, alpha) })
+		m, err := componentPattern("decoder Replace", j.Pattern)
 		if err != nil {
 			return nil, err
 		}
-		return sequenceDecoder(seq), nil
-	case "":
-		return nil, fmt.Errorf("decoder without a type")
+		return replaceDecoder{replaceNormalizer{m: m, content: j.Content}}, nil
+	case "Sequence":
+		return parseSequence[sequenceDecoder]("decoder", j.Decoders, func(r json.RawMessage) (decoder, error) { return parseDecoder(r, alpha) })
 	}
-	return nil, fmt.Errorf("unsupported decoder type %q", j.Type)
+	return nil, unsupportedComponent("decoder", j.Type)
 }
 
 // byteLevelDecoder maps the alphabet characters of all tokens back to
@@ -156,8 +146,5 @@ func (d replaceDecoder) decodeChain(tokens []string) []string {
 type sequenceDecoder []decoder
 
 func (seq sequenceDecoder) decodeChain(tokens []string) []string {
-	for _, d := range seq {
-		tokens = d.decodeChain(tokens)
-	}
-	return tokens
+	return chain(seq, tokens, decoder.decodeChain)
 }

@@ -252,14 +252,8 @@ func (s *jsonScanner) object(member func(key string) error) error {
 		if err := member(key); err != nil {
 			return err
 		}
-		switch s.peek() {
-		case ',':
-			s.pos++
-		case '}':
-			s.pos++
-			return nil
-		default:
-			return s.errorf("want ',' or '}' in object")
+		if done, err := s.next('}', "object"); done || err != nil {
+			return err
 		}
 	}
 }
@@ -277,16 +271,24 @@ func (s *jsonScanner) array(elem func(i int) error) error {
 		if err := elem(i); err != nil {
 			return err
 		}
-		switch s.peek() {
-		case ',':
-			s.pos++
-		case ']':
-			s.pos++
-			return nil
-		default:
-			return s.errorf("want ',' or ']' in array")
+		if done, err := s.next(']', "array"); done || err != nil {
+			return err
 		}
 	}
+}
+
+// next consumes what follows a member of an object or array: a ',' (more
+// members follow) or the closing c (done).
+func (s *jsonScanner) next(c byte, in string) (done bool, err error) {
+	switch s.peek() {
+	case ',':
+		s.pos++
+		return false, nil
+	case c:
+		s.pos++
+		return true, nil
+	}
+	return false, s.errorf("want ',' or '%c' in %s", c, in)
 }
 
 // maxDepth bounds nesting so hostile input cannot exhaust the stack.

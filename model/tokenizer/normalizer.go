@@ -2,7 +2,6 @@ package tokenizer
 
 import (
 	"encoding/json"
-	"fmt"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -75,28 +74,19 @@ func parseNormalizer(raw json.RawMessage) (normalizer, error) {
 			lowercase:    lower,
 		}, nil
 	case "Sequence":
-		seq, err := parseSequence("normalizer", j.Normalizers, func(r json.RawMessage) (normalizer, error) { return parseNormalizer(r) })
+		return parseSequence[sequenceNormalizer]("normalizer", j.Normalizers, func(r json.RawMessage) (normalizer, error) { return parseNormalizer(r) })
+	case "Replace":
+		m, err := componentPattern("normalizer Replace", j.Pattern)
 		if err != nil {
 			return nil, err
-		}
-		return sequenceNormalizer(seq), nil
-	case "Replace":
-		if j.Pattern == nil {
-			return nil, fmt.Errorf("normalizer Replace: missing pattern")
-		}
-		m, err := compilePattern(*j.Pattern)
-		if err != nil {
-			return nil, fmt.Errorf("normalizer Replace: %w", err)
 		}
 		return replaceNormalizer{m: m, content: j.Content}, nil
 	case "Prepend":
 		return prependNormalizer(j.Prepend), nil
 	case "Strip":
 		return stripNormalizer{left: j.StripLeft, right: j.StripRight}, nil
-	case "":
-		return nil, fmt.Errorf("normalizer without a type")
 	}
-	return nil, fmt.Errorf("unsupported normalizer type %q", j.Type)
+	return nil, unsupportedComponent("normalizer", j.Type)
 }
 
 // formNormalizer applies a Unicode normalization form (NFC, NFD, NFKC, NFKD).
@@ -107,10 +97,7 @@ func (n formNormalizer) normalize(s string) string { return n.f.String(s) }
 type sequenceNormalizer []normalizer
 
 func (seq sequenceNormalizer) normalize(s string) string {
-	for _, n := range seq {
-		s = n.normalize(s)
-	}
-	return s
+	return chain(seq, s, normalizer.normalize)
 }
 
 // lowercaseNormalizer maps every character to its lowercase form as Rust's

@@ -35,6 +35,19 @@ type matcher interface {
 // or a regex run by a scanner when it is one of the known pre-tokenizer
 // regexes and by regexp2 (a backtracking engine with look-around, like
 // Oniguruma) otherwise.
+// componentPattern compiles the pattern a component requires; errors name
+// the component: "decoder Replace: missing pattern".
+func componentPattern(what string, p *patternJSON) (matcher, error) {
+	if p == nil {
+		return nil, fmt.Errorf("%s: missing pattern", what)
+	}
+	m, err := compilePattern(*p)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return m, nil
+}
+
 func compilePattern(p patternJSON) (matcher, error) {
 	switch {
 	case p.String != nil:

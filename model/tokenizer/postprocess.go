@@ -76,15 +76,9 @@ func parsePostProcessor(raw json.RawMessage) (postProcessor, error) {
 	case "ByteLevel":
 		return nil, nil
 	case "Sequence":
-		seq, err := parseSequence("post_processor", j.Processors, func(r json.RawMessage) (postProcessor, error) { return parsePostProcessor(r) })
-		if err != nil {
-			return nil, err
-		}
-		return sequenceProcessor(seq), nil
-	case "":
-		return nil, fmt.Errorf("post_processor without a type")
+		return parseSequence[sequenceProcessor]("post_processor", j.Processors, func(r json.RawMessage) (postProcessor, error) { return parsePostProcessor(r) })
 	}
-	return nil, fmt.Errorf("unsupported post_processor type %q", j.Type)
+	return nil, unsupportedComponent("post_processor", j.Type)
 }
 
 // tokenIDPair reads ["[CLS]", 101] and returns the id.
@@ -127,8 +121,5 @@ func (t templateProcessor) process(ids []int) []int {
 type sequenceProcessor []postProcessor
 
 func (seq sequenceProcessor) process(ids []int) []int {
-	for _, p := range seq {
-		ids = p.process(ids)
-	}
-	return ids
+	return chain(seq, ids, postProcessor.process)
 }

@@ -37,18 +37,11 @@ func parsePreTokenizer(raw json.RawMessage, alpha *byteLevelAlphabet) (preTokeni
 	}
 	switch j.Type {
 	case "Sequence":
-		seq, err := parseSequence("pre_tokenizer", j.PreTokenizers, func(r json.RawMessage) (preTokenizer, error) { return parsePreTokenizer(r, alpha) })
+		return parseSequence[sequencePreTokenizer]("pre_tokenizer", j.PreTokenizers, func(r json.RawMessage) (preTokenizer, error) { return parsePreTokenizer(r, alpha) })
+	case "Split":
+		m, err := componentPattern("pre_tokenizer Split", j.Pattern)
 		if err != nil {
 			return nil, err
-		}
-		return sequencePreTokenizer(seq), nil
-	case "Split":
-		if j.Pattern == nil {
-			return nil, fmt.Errorf("pre_tokenizer Split: missing pattern")
-		}
-		m, err := compilePattern(*j.Pattern)
-		if err != nil {
-			return nil, fmt.Errorf("pre_tokenizer Split: %w", err)
 		}
 		b, err := parseBehavior(j.Behavior)
 		if err != nil {
@@ -82,10 +75,8 @@ func parsePreTokenizer(raw json.RawMessage, alpha *byteLevelAlphabet) (preTokeni
 			b = isolated
 		}
 		return splitPreTokenizer{m: runeMatcher(unicode.IsNumber), behavior: b}, nil
-	case "":
-		return nil, fmt.Errorf("pre_tokenizer without a type")
 	}
-	return nil, fmt.Errorf("unsupported pre_tokenizer type %q", j.Type)
+	return nil, unsupportedComponent("pre_tokenizer", j.Type)
 }
 
 type sequencePreTokenizer []preTokenizer

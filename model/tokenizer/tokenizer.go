@@ -616,20 +616,39 @@ func decodeComponent[J any](what string, raw json.RawMessage) (j J, ok bool, err
 	return j, true, nil
 }
 
-// parseSequence parses the members of a Sequence component, dropping null
-// members; errors name the member: "decoder Sequence[2]: …".
-func parseSequence[T any](what string, raws []json.RawMessage, parse func(json.RawMessage) (T, error)) ([]T, error) {
-	var seq []T
+// parseSequence parses the members of a Sequence component of kind T
+// (decoder, normalizer, …) into S, the sequence type that chains them,
+// dropping null members; errors name the member: "decoder Sequence[2]: …".
+func parseSequence[S ~[]T, T any](what string, raws []json.RawMessage, parse func(json.RawMessage) (T, error)) (T, error) {
+	var seq S
 	for k, r := range raws {
 		x, err := parse(r)
 		if err != nil {
-			return nil, fmt.Errorf("%s Sequence[%d]: %w", what, k, err)
+			var none T
+			return none, fmt.Errorf("%s Sequence[%d]: %w", what, k, err)
 		}
 		if any(x) != nil {
 			seq = append(seq, x)
 		}
 	}
-	return seq, nil
+	return any(seq).(T), nil
+}
+
+// chain runs x through the stages of a Sequence component in order.
+func chain[T, X any](seq []T, x X, apply func(T, X) X) X {
+	for _, stage := range seq {
+		x = apply(stage, x)
+	}
+	return x
+}
+
+// unsupportedComponent is the error for a component whose "type" is
+// missing or not implemented.
+func unsupportedComponent(what, typ string) error {
+	if typ == "" {
+		return fmt.Errorf("%s without a type", what)
+	}
+	return fmt.Errorf("unsupported %s type %q", what, typ)
 }
 
 func isNull(raw json.RawMessage) bool {
