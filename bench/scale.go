@@ -62,34 +62,18 @@ type ScaleOptions struct {
 }
 
 func (o *ScaleOptions) defaults() {
-	if o.Dim <= 0 {
-		o.Dim = 768
-	}
+	Default(&o.Dim, 768)
 	if o.Gen == "" {
 		o.Gen = vectest.GenE5Mix
 	}
-	if o.Rank <= 0 {
-		o.Rank = 64
-	}
-	if o.Recall <= 0 {
-		o.Recall = 200
-	}
-	if o.Batch <= 0 {
-		o.Batch = 2560
-	}
+	Default(&o.Rank, 64)
+	Default(&o.Recall, 200)
+	Default(&o.Batch, 2560)
 	o.Batch = max(o.Batch, o.Recall)
-	if len(o.NProbes) == 0 {
-		o.NProbes = []int{ScaleNProbe}
-	}
-	if len(o.PQs) == 0 {
-		o.PQs = []int{ScalePQ}
-	}
-	if len(o.Reranks) == 0 {
-		o.Reranks = []int{ScaleRerank}
-	}
-	if len(o.Configs) == 0 {
-		o.Configs = ScaleConfigs
-	}
+	DefaultList(&o.NProbes, []int{ScaleNProbe})
+	DefaultList(&o.PQs, []int{ScalePQ})
+	DefaultList(&o.Reranks, []int{ScaleRerank})
+	DefaultList(&o.Configs, ScaleConfigs)
 	if o.Log == nil {
 		o.Log = io.Discard
 	}

@@ -132,33 +132,21 @@ type Options struct {
 }
 
 func (o *Options) defaults() {
-	if o.Threads <= 0 {
-		o.Threads = runtime.GOMAXPROCS(0)
-	}
-	if len(o.Sizes) == 0 {
-		o.Sizes = []int{256, 512, 1024, 2048}
-	}
-	if o.MinTime <= 0 {
-		o.MinTime = time.Second
-	}
+	bench.Default(&o.Threads, runtime.GOMAXPROCS(0))
+	bench.DefaultList(&o.Sizes, []int{256, 512, 1024, 2048})
+	bench.Default(&o.MinTime, time.Second)
 	if len(o.Models) == 0 && !o.SkipModels {
 		o.Models = DefaultModels()
 	}
 	if o.SkipModels {
 		o.Models = nil
 	}
-	if o.Batch <= 0 {
-		o.Batch = 8
-	}
+	bench.Default(&o.Batch, 8)
 	if o.SeqLen <= 1 {
 		o.SeqLen = 256
 	}
-	if o.Steps <= 0 {
-		o.Steps = 3
-	}
-	if o.DecodeTokens <= 0 {
-		o.DecodeTokens = 32
-	}
+	bench.Default(&o.Steps, 3)
+	bench.Default(&o.DecodeTokens, 32)
 	bench.PeerDefaults(&o.Python, &o.Log)
 }
 

@@ -116,15 +116,9 @@ func Decode(b backends.Backend, opt DecodeOptions, bandwidth float64) (*DecodeRo
 	if err != nil {
 		return nil, err
 	}
-	if opt.PromptLen <= 0 {
-		opt.PromptLen = 512
-	}
-	if opt.NewTokens <= 0 {
-		opt.NewTokens = 64
-	}
-	if len(opt.Batches) == 0 {
-		opt.Batches = []int{1, 64}
-	}
+	bench.Default(&opt.PromptLen, 512)
+	bench.Default(&opt.NewTokens, 64)
+	bench.DefaultList(&opt.Batches, []int{1, 64})
 	t0 := time.Now()
 	m, err := qwen.NewRandomWith(cfg, b, opt.Seed+1, qwen.LoadOptions{DType: opt.Precision})
 	if err != nil {
@@ -247,12 +241,8 @@ func GRPOStep(ctx context.Context, b backends.Backend, opt GRPOOptions, mem *Mem
 	if err != nil {
 		return nil, err
 	}
-	if opt.Prompts <= 0 {
-		opt.Prompts = 8
-	}
-	if opt.Group <= 0 {
-		opt.Group = 5
-	}
+	bench.Default(&opt.Prompts, 8)
+	bench.Default(&opt.Group, 5)
 	dir := opt.WorkDir
 	if dir == "" {
 		if dir, err = os.MkdirTemp("", "cas-gpubench-"); err != nil {
