@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/cas-engine/cas/internal/testfile"
 )
 
 // smallBPE returns a minimal byte-level BPE tokenizer.json of the kind the
@@ -291,35 +293,22 @@ func TestLoadErrorNamesFile(t *testing.T) {
 
 func TestLoadFolderReadsConfig(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), smallBPE(t, false), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	tok, err := Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tok.Family() != "" {
-		t.Errorf("Family without config or ChatML tokens = %q", tok.Family())
-	}
-	cfg := `{"chat_template": "{{ 'You are Qwen, created by Alibaba Cloud. You are a helpful assistant.' }}"}`
-	if err := os.WriteFile(filepath.Join(dir, "tokenizer_config.json"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if tok, err = Load(dir); err != nil {
-		t.Fatal(err)
-	}
-	if tok.Family() != FamilyQwen25 {
-		t.Errorf("Family from config = %q, want %q", tok.Family(), FamilyQwen25)
-	}
-	jinja := "{{ '<|im_start|>' }}{% if enable_thinking is defined %}{% endif %}"
-	if err := os.WriteFile(filepath.Join(dir, "chat_template.jinja"), []byte(jinja), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if tok, err = Load(dir); err != nil {
-		t.Fatal(err)
-	}
-	if tok.Family() != FamilyQwen3 {
-		t.Errorf("Family from chat_template.jinja = %q, want %q", tok.Family(), FamilyQwen3)
+	// Each step adds a file to the folder; Load then detects the family.
+	for _, step := range []struct {
+		file, data, want, why string
+	}{
+		{"tokenizer.json", string(smallBPE(t, false)), "", "without config or ChatML tokens"},
+		{"tokenizer_config.json", `{"chat_template": "{{ 'You are Qwen, created by Alibaba Cloud. You are a helpful assistant.' }}"}`, FamilyQwen25, "from config"},
+		{"chat_template.jinja", "{{ '<|im_start|>' }}{% if enable_thinking is defined %}{% endif %}", FamilyQwen3, "from chat_template.jinja"},
+	} {
+		testfile.Write(t, dir, step.file, []byte(step.data))
+		tok, err := Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tok.Family() != step.want {
+			t.Errorf("Family %s = %q, want %q", step.why, tok.Family(), step.want)
+		}
 	}
 }
 
