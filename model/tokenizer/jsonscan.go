@@ -234,14 +234,7 @@ func (s *jsonScanner) integer() (int, error) {
 
 // object calls member for every key; member must consume the value.
 func (s *jsonScanner) object(member func(key string) error) error {
-	if err := s.expect('{'); err != nil {
-		return err
-	}
-	if s.peek() == '}' {
-		s.pos++
-		return nil
-	}
-	for {
+	return s.members('{', '}', "object", func(int) error {
 		key, err := s.str()
 		if err != nil {
 			return err
@@ -249,21 +242,22 @@ func (s *jsonScanner) object(member func(key string) error) error {
 		if err := s.expect(':'); err != nil {
 			return err
 		}
-		if err := member(key); err != nil {
-			return err
-		}
-		if done, err := s.next('}', "object"); done || err != nil {
-			return err
-		}
-	}
+		return member(key)
+	})
 }
 
 // array calls elem for every element; elem must consume the value.
 func (s *jsonScanner) array(elem func(i int) error) error {
-	if err := s.expect('['); err != nil {
+	return s.members('[', ']', "array", elem)
+}
+
+// members reads start, then calls elem for each comma-separated member
+// (elem consumes it) until end; what names the container in errors.
+func (s *jsonScanner) members(start, end byte, what string, elem func(i int) error) error {
+	if err := s.expect(start); err != nil {
 		return err
 	}
-	if s.peek() == ']' {
+	if s.peek() == end {
 		s.pos++
 		return nil
 	}
@@ -271,24 +265,16 @@ func (s *jsonScanner) array(elem func(i int) error) error {
 		if err := elem(i); err != nil {
 			return err
 		}
-		if done, err := s.next(']', "array"); done || err != nil {
-			return err
+		switch s.peek() {
+		case ',':
+			s.pos++
+		case end:
+			s.pos++
+			return nil
+		default:
+			return s.errorf("want ',' or '%c' in %s", end, what)
 		}
 	}
-}
-
-// next consumes what follows a member of an object or array: a ',' (more
-// members follow) or the closing c (done).
-func (s *jsonScanner) next(c byte, in string) (done bool, err error) {
-	switch s.peek() {
-	case ',':
-		s.pos++
-		return false, nil
-	case c:
-		s.pos++
-		return true, nil
-	}
-	return false, s.errorf("want ',' or '%c' in %s", c, in)
 }
 
 // maxDepth bounds nesting so hostile input cannot exhaust the stack.
