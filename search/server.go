@@ -561,57 +561,43 @@ func (s *Server) handleRetrieve(w http.ResponseWriter, r *http.Request) {
 	s.requests.Add(1)
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		s.errors.Add(1)
-		writeJSONError(w, http.StatusMethodNotAllowed, "use POST /retrieve")
+		s.fail(w, http.StatusMethodNotAllowed, "use POST /retrieve")
 		return
 	}
-	select {
-	case s.inflight <- struct{}{}:
-		defer func() { <-s.inflight }()
-	default:
-		s.errors.Add(1)
-		s.rejected.Add(1)
-		s.unavailable(w, fmt.Sprintf("server busy: %d requests in flight (max_in_flight)", s.cfg.MaxInFlight))
+	if !s.admit(w, s.inflight, "server busy: %d requests in flight (max_in_flight)", s.cfg.MaxInFlight) {
 		return
 	}
+	defer func() { <-s.inflight }()
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		s.errors.Add(1)
-		writeJSONError(w, http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type %.60q: want application/json", r.Header.Get("Content-Type")))
+		s.fail(w, http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type %.60q: want application/json", r.Header.Get("Content-Type")))
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
-		s.errors.Add(1)
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeJSONError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", s.cfg.MaxBodyBytes))
+			s.fail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", s.cfg.MaxBodyBytes))
 			return
 		}
-		writeJSONError(w, http.StatusBadRequest, "reading body: "+err.Error())
+		s.fail(w, http.StatusBadRequest, "reading body: "+err.Error())
 		return
 	}
 	req, err := DecodeRetrieveRequest(body, s.cfg)
 	if err != nil {
-		s.errors.Add(1)
 		var re *RequestError
 		if errors.As(err, &re) {
-			writeJSONError(w, re.Status, re.Msg)
+			s.fail(w, re.Status, re.Msg)
 		} else {
-			writeJSONError(w, http.StatusBadRequest, err.Error())
+			s.fail(w, http.StatusBadRequest, err.Error())
 		}
 		return
 	}
 	if len(req.Queries)*req.TopK > s.cfg.LargeResults {
-		select {
-		case s.large <- struct{}{}:
-			defer func() { <-s.large }()
-		default:
-			s.errors.Add(1)
-			s.rejected.Add(1)
-			s.unavailable(w, fmt.Sprintf("server busy: %d large requests (over %d results) in flight (max_large_in_flight)",
-				s.cfg.MaxLargeInFlight, s.cfg.LargeResults))
+		if !s.admit(w, s.large, "server busy: %d large requests (over %d results) in flight (max_large_in_flight)",
+			s.cfg.MaxLargeInFlight, s.cfg.LargeResults) {
 			return
 		}
+		defer func() { <-s.large }()
 	}
 	s.queries.Add(int64(len(req.Queries)))
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
@@ -635,13 +621,11 @@ func (s *Server) handleRetrieve(w http.ResponseWriter, r *http.Request) {
 	}
 	size, err := responseSize(hits, req.ReturnScores, s.cfg.MaxResponseBytes)
 	if err != nil {
-		s.errors.Add(1)
-		writeJSONError(w, http.StatusInternalServerError, "encoding response: "+err.Error())
+		s.fail(w, http.StatusInternalServerError, "encoding response: "+err.Error())
 		return
 	}
 	if size > s.cfg.MaxResponseBytes {
-		s.errors.Add(1)
-		writeJSONError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf(
+		s.fail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf(
 			"response of %d bytes exceeds the limit of %d bytes (max_response_bytes): ask fewer queries or a smaller topk", size, s.cfg.MaxResponseBytes))
 		return
 	}
@@ -660,6 +644,27 @@ func (s *Server) handleRetrieve(w http.ResponseWriter, r *http.Request) {
 		s.errors.Add(1)
 		s.logf("writing response: %v", err)
 		panic(http.ErrAbortHandler) // drop the connection: the body is incomplete
+	}
+}
+
+// fail counts an error and answers it with status and msg.
+func (s *Server) fail(w http.ResponseWriter, status int, msg string) {
+	s.errors.Add(1)
+	writeJSONError(w, status, msg)
+}
+
+// admit takes a slot of the semaphore sem for the request, or counts it
+// rejected and answers 503 with Retry-After and the message format, args
+// (the caller releases a slot taken).
+func (s *Server) admit(w http.ResponseWriter, sem chan struct{}, format string, args ...any) bool {
+	select {
+	case sem <- struct{}{}:
+		return true
+	default:
+		s.errors.Add(1)
+		s.rejected.Add(1)
+		s.unavailable(w, fmt.Sprintf(format, args...))
+		return false
 	}
 }
 
