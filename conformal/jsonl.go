@@ -21,38 +21,29 @@ import (
 // Blank lines are skipped and other fields are ignored. Errors name the
 // 1-based line.
 func ReadQueries(r io.Reader, requireGold bool) ([]Query, error) {
-	var out []Query
-	err := jsonl.Each(r, func(line int, b []byte) error {
+	return readLines(r, "no queries (empty input)", func(line int, b []byte) (Query, error) {
 		var raw struct {
 			Scores []float64 `json:"scores"`
 			Gold   *int      `json:"gold"`
 		}
 		if err := json.Unmarshal(b, &raw); err != nil {
-			return fmt.Errorf("line %d: malformed JSON: %w", line, err)
+			return Query{}, fmt.Errorf("line %d: malformed JSON: %w", line, err)
 		}
 		if err := checkScores(raw.Scores); err != nil {
-			return fmt.Errorf("line %d: %w", line, err)
+			return Query{}, fmt.Errorf("line %d: %w", line, err)
 		}
 		q := Query{Scores: raw.Scores, Gold: NoGold}
 		switch {
 		case raw.Gold != nil:
 			q.Gold = *raw.Gold
 		case requireGold:
-			return fmt.Errorf("line %d: missing \"gold\" (use -1 when the gold document is absent)", line)
+			return Query{}, fmt.Errorf("line %d: missing \"gold\" (use -1 when the gold document is absent)", line)
 		}
 		if q.Gold != NoGold && (q.Gold < 0 || q.Gold >= len(q.Scores)) {
-			return fmt.Errorf("line %d: gold index %d out of range [0, %d) (use -1 for no gold)", line, q.Gold, len(q.Scores))
+			return Query{}, fmt.Errorf("line %d: gold index %d out of range [0, %d) (use -1 for no gold)", line, q.Gold, len(q.Scores))
 		}
-		out = append(out, q)
-		return nil
+		return q, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no queries (empty input)")
-	}
-	return out, nil
 }
 
 // ReadScoreLines parses JSONL with one score list per line,
@@ -63,25 +54,37 @@ func ReadQueries(r io.Reader, requireGold bool) ([]Query, error) {
 // be non-empty and finite; blank lines are skipped; errors name the 1-based
 // line.
 func ReadScoreLines(r io.Reader) ([][]float64, error) {
-	var out [][]float64
-	err := jsonl.Each(r, func(line int, b []byte) error {
+	return readLines(r, "no score lines (empty input)", func(line int, b []byte) ([]float64, error) {
 		var raw struct {
 			Scores []float64 `json:"scores"`
 		}
 		if err := json.Unmarshal(b, &raw); err != nil {
-			return fmt.Errorf("line %d: malformed JSON: %w", line, err)
+			return nil, fmt.Errorf("line %d: malformed JSON: %w", line, err)
 		}
 		if err := checkScores(raw.Scores); err != nil {
-			return fmt.Errorf("line %d: %w", line, err)
+			return nil, fmt.Errorf("line %d: %w", line, err)
 		}
-		out = append(out, raw.Scores)
+		return raw.Scores, nil
+	})
+}
+
+// readLines parses each non-blank JSONL line of r with parse (line is
+// 1-based); input without a record is the error empty.
+func readLines[T any](r io.Reader, empty string, parse func(line int, b []byte) (T, error)) ([]T, error) {
+	var out []T
+	err := jsonl.Each(r, func(line int, b []byte) error {
+		x, err := parse(line, b)
+		if err != nil {
+			return err
+		}
+		out = append(out, x)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	if len(out) == 0 {
-		return nil, errors.New("no score lines (empty input)")
+		return nil, errors.New(empty)
 	}
 	return out, nil
 }
