@@ -157,6 +157,20 @@ func checkSearch(q []float32, k, d int) (int, error) {
 	return nq, nil
 }
 
+// checkTrain validates Train's arguments for a d-dimensional index of the
+// kind named ("IVF") holding ntotal vectors: x holds whole vectors and the
+// index is still empty. It returns the number of vectors.
+func checkTrain(x []float32, d, ntotal int, kind string) (int, error) {
+	n, err := checkVectors("train", x, d)
+	if err != nil {
+		return 0, err
+	}
+	if ntotal > 0 {
+		return 0, fmt.Errorf("train: the %s index already holds vectors", kind)
+	}
+	return n, nil
+}
+
 // checkAdd validates Add's arguments for a d-dimensional index: x holds
 // whole vectors, ids (when not nil) one per vector, and the index is
 // trained. It returns the number of vectors.

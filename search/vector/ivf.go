@@ -1,7 +1,6 @@
 package vector
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -157,12 +156,9 @@ func (ix *IVF) Close() error {
 // 256·nlist vectors, as FAISS does) and, for SQ8, the ranges of the
 // residuals. Training is allowed only while the index is empty.
 func (ix *IVF) Train(x []float32) error {
-	n, err := checkVectors("train", x, ix.d)
+	n, err := checkTrain(x, ix.d, ix.ntotal, "IVF")
 	if err != nil {
 		return err
-	}
-	if ix.ntotal > 0 {
-		return errors.New("train: the IVF index already holds vectors")
 	}
 	if n < ix.nlist {
 		return fmt.Errorf("train: %d vectors for %d lists (need at least one per list)", n, ix.nlist)

@@ -268,12 +268,9 @@ const pqTrainSample = 256 * pqK
 // x − c(x) of at most 65,536 of them (FAISS's IndexIVFPQ::train). Training
 // is allowed only while the index is empty.
 func (ix *IVFPQ) Train(x []float32) error {
-	n, err := checkVectors("train", x, ix.d)
+	n, err := checkTrain(x, ix.d, ix.ntotal, "IVF-PQ")
 	if err != nil {
 		return err
-	}
-	if ix.ntotal > 0 {
-		return errors.New("train: the IVF-PQ index already holds vectors")
 	}
 	if n < ix.nlist || n < pqK {
 		return fmt.Errorf("train: %d vectors for %d lists and %d codes per sub-quantizer (need at least %d)", n, ix.nlist, pqK, max(ix.nlist, pqK))

@@ -116,6 +116,20 @@ func TestIVFPQErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	ix.Add(nil, x)
+	if err := ix.Train(x); err == nil || err.Error() != "train: the IVF-PQ index already holds vectors" {
+		t.Errorf("train after add: %v", err)
+	}
+	if err := ix.Train(x[:7]); err == nil || !strings.Contains(err.Error(), "train:") {
+		t.Errorf("train on a partial vector: %v", err)
+	}
+	iv, _ := NewIVF(8, 4, IVFOptions{})
+	if err := iv.Train(x); err != nil {
+		t.Fatal(err)
+	}
+	iv.Add(nil, x)
+	if err := iv.Train(x); err == nil || err.Error() != "train: the IVF index already holds vectors" {
+		t.Errorf("IVF train after add: %v", err)
+	}
 	short, _ := NewFlat(8, InnerProduct, F32)
 	short.Add(nil, x[:8*10])
 	if err := ix.SetRefine(short, ""); err == nil {
