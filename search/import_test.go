@@ -170,6 +170,23 @@ func TestImportFAISSErrors(t *testing.T) {
 	}
 }
 
+// fuzzPaths numbers a fuzz target's runs in work: each call writes the
+// run's input to work/<name with the number> and names the output folder
+// work/out<number>; both are removed when t ends.
+func fuzzPaths(work, name string) func(t *testing.T, input []byte) (path, out string) {
+	n := 0
+	return func(t *testing.T, input []byte) (string, string) {
+		n++
+		path := filepath.Join(work, fmt.Sprintf(name, n))
+		if err := os.WriteFile(path, input, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(work, fmt.Sprintf("out%d", n))
+		t.Cleanup(func() { os.Remove(path); os.RemoveAll(out) })
+		return path, out
+	}
+}
+
 // FuzzImportCorpusAlignment imports a 3-vector IndexFlatIP with an arbitrary
 // corpus: it succeeds exactly when the corpus parses into 3 passages, and a
 // failure leaves no folder.
@@ -190,16 +207,9 @@ func FuzzImportCorpusAlignment(f *testing.F) {
 	if err := vector.WriteFAISS(flat, ix); err != nil {
 		f.Fatal(err)
 	}
-	n := 0
+	next := fuzzPaths(work, "c%d.jsonl")
 	f.Fuzz(func(t *testing.T, corpus []byte) {
-		n++
-		path := filepath.Join(work, fmt.Sprintf("c%d.jsonl", n))
-		if err := os.WriteFile(path, corpus, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		defer os.Remove(path)
-		out := filepath.Join(work, fmt.Sprintf("out%d", n))
-		defer os.RemoveAll(out)
+		path, out := next(t, corpus)
 		var passages int
 		parsed := true
 		scanJSONLines(bytes.NewReader(corpus), func(_ int, _ uint64, line []byte) error {
@@ -417,16 +427,9 @@ func FuzzImportFAISSFile(f *testing.F) {
 	work := f.TempDir()
 	corpus := filepath.Join(work, "c.jsonl")
 	writeTestCorpus(f, corpus, 12)
-	n := 0
+	next := fuzzPaths(work, "f%d.index")
 	f.Fuzz(func(t *testing.T, b []byte, mode byte) {
-		n++
-		path := filepath.Join(work, fmt.Sprintf("f%d.index", n))
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		defer os.Remove(path)
-		out := filepath.Join(work, fmt.Sprintf("out%d", n))
-		defer os.RemoveAll(out)
+		path, out := next(t, b)
 		opt := ImportOptions{Chunk: 5, KMeans: vector.KMeansOptions{Iterations: 2, Seed: 1}}
 		switch mode % 4 {
 		case 1:
