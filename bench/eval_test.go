@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -243,21 +242,7 @@ func TestEvalScripted(t *testing.T) {
 		t.Fatalf("progress bar did not count the questions: %q", progress.String())
 	}
 	// trajectories.jsonl: one record per question, in order
-	f, err := os.Open(filepath.Join(out, TrajectoriesFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	var recs []Record
-	for sc.Scan() {
-		var rec Record
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, rec)
-	}
+	recs := testfile.ReadJSONL[Record](t, filepath.Join(out, TrajectoriesFile))
 	if len(recs) != 16 || recs[0].Dataset != "nq" || recs[15].Dataset != "mine" || recs[15].ID != "m1" {
 		t.Fatalf("%d records", len(recs))
 	}

@@ -1,10 +1,8 @@
 package search
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -13,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/cas-engine/cas/internal/sharedtest"
+	"github.com/cas-engine/cas/internal/vectest"
 	"github.com/cas-engine/cas/search/vector"
 )
 
@@ -86,33 +85,19 @@ func TestDenseRetrieverFAISSGolden(t *testing.T) {
 	}
 	defer r.Close()
 	hits := retrieveGoldenQueries(t, r)
-	f, err := os.Open(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	n := 0
-	for sc.Scan() {
-		var g struct {
-			Query  int       `json:"query"`
-			IDs    []int     `json:"ids"`
-			Scores []float64 `json:"scores"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &g); err != nil {
-			t.Fatal(err)
-		}
+	gold := vectest.ReadFAISSGolden(t, golden)
+	for _, g := range gold {
 		for j, id := range g.IDs {
 			h := hits[g.Query][j]
-			if h.Doc.ID != fmt.Sprint(id) || math.Abs(float64(h.Score)-g.Scores[j]) > 1e-5 {
+			if h.Doc.ID != fmt.Sprint(id) || math.Abs(float64(h.Score)-float64(g.Scores[j])) > 1e-5 {
 				t.Errorf("query %d rank %d: id %s score %v, want %d %v", g.Query, j, h.Doc.ID, h.Score, id, g.Scores[j])
 			}
-			if d, _ := c.Doc(id); h.Doc.Contents != d.Contents {
+			if d, _ := c.Doc(int(id)); h.Doc.Contents != d.Contents {
 				t.Errorf("query %d rank %d: wrong passage", g.Query, j)
 			}
 		}
-		n++
 	}
+	n := len(gold)
 	if n != 32 {
 		t.Errorf("golden file has %d queries", n)
 	}

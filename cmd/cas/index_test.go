@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"math"
 	"math/rand/v2"
@@ -11,22 +10,13 @@ import (
 	"testing"
 
 	"github.com/cas-engine/cas/internal/sharedtest"
+	"github.com/cas-engine/cas/internal/testfile"
 	"github.com/cas-engine/cas/search/vector"
 )
 
 func readResults(t *testing.T, s string) []searchResult {
 	t.Helper()
-	var rs []searchResult
-	sc := bufio.NewScanner(strings.NewReader(s))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var r searchResult
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatalf("bad JSON line %q: %v", sc.Text(), err)
-		}
-		rs = append(rs, r)
-	}
-	return rs
+	return testfile.DecodeJSONL[searchResult](t, strings.NewReader(s), "stdout")
 }
 
 // TestIndexSearchFAISSGolden runs `cas index search` on the FAISS file.

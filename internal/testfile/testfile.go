@@ -1,11 +1,16 @@
 // Package testfile writes the input files of tests (what a fuzz target or
-// an error case feeds a reader) into a test's folder.
+// an error case feeds a reader) into a test's folder, and reads the JSON
+// Lines files tests compare against (golden results, a run's records).
 package testfile
 
 import (
+	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/cas-engine/cas/internal/jsonl"
 )
 
 // Write writes data to dir/name (mode 0644) and returns the path; a write
@@ -17,4 +22,34 @@ func Write(tb testing.TB, dir, name string, data []byte) string {
 		tb.Fatal(err)
 	}
 	return p
+}
+
+// ReadJSONL decodes every non-blank line of the JSON Lines file path into
+// a T, in order; an unreadable file or a bad line ("path:line: …") fails tb.
+func ReadJSONL[T any](tb testing.TB, path string) []T {
+	tb.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	return DecodeJSONL[T](tb, f, path)
+}
+
+// DecodeJSONL is ReadJSONL for a stream r named name (command output).
+func DecodeJSONL[T any](tb testing.TB, r io.Reader, name string) []T {
+	tb.Helper()
+	var out []T
+	err := jsonl.Lines(r, name, func(_ int, b []byte, _ bool) error {
+		var x T
+		if err := json.Unmarshal(b, &x); err != nil {
+			return err
+		}
+		out = append(out, x)
+		return nil
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return out
 }

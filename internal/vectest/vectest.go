@@ -6,15 +6,13 @@
 package vectest
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"testing"
 
+	"github.com/cas-engine/cas/internal/testfile"
 	"github.com/cas-engine/cas/tensor"
 )
 
@@ -101,21 +99,7 @@ type FAISSGolden struct {
 // ReadFAISSGolden reads a golden top-k JSONL file.
 func ReadFAISSGolden(t testing.TB, path string) []FAISSGolden {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []FAISSGolden
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var g FAISSGolden
-		if err := json.Unmarshal(sc.Bytes(), &g); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, g)
-	}
-	return out
+	return testfile.ReadJSONL[FAISSGolden](t, path)
 }
 
 // LowRankGen streams the distribution of LowRank in chunks, for sets too

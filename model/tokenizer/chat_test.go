@@ -1,14 +1,12 @@
 package tokenizer
 
 import (
-	"bufio"
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/cas-engine/cas/internal/sharedtest"
+	"github.com/cas-engine/cas/internal/testfile"
 )
 
 // TestChatTemplateGolden renders every case of the shared golden file (the
@@ -22,26 +20,17 @@ func TestChatTemplateGolden(t *testing.T) {
 	if tok.Family() != FamilyQwen3 {
 		t.Fatalf("Family = %q, want %q", tok.Family(), FamilyQwen3)
 	}
-	path := sharedtest.Path(t, "golden", "tokenizer", "qwen3_chat_template.jsonl")
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
+	type chatCase struct {
+		Input struct {
+			Messages            []Message `json:"messages"`
+			AddGenerationPrompt bool      `json:"add_generation_prompt"`
+			EnableThinking      *bool     `json:"enable_thinking"`
+		} `json:"input"`
+		Rendered string `json:"rendered"`
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	n := 0
-	for line := 1; sc.Scan(); line++ {
-		var c struct {
-			Input struct {
-				Messages            []Message `json:"messages"`
-				AddGenerationPrompt bool      `json:"add_generation_prompt"`
-				EnableThinking      *bool     `json:"enable_thinking"`
-			} `json:"input"`
-			Rendered string `json:"rendered"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			t.Fatalf("%s:%d: %v", path, line, err)
-		}
+	cases := testfile.ReadJSONL[chatCase](t, sharedtest.Path(t, "golden", "tokenizer", "qwen3_chat_template.jsonl"))
+	for i, c := range cases {
+		line := i + 1
 		got, err := tok.RenderChat(c.Input.Messages, ChatOptions{
 			AddGenerationPrompt: c.Input.AddGenerationPrompt,
 			EnableThinking:      c.Input.EnableThinking,
@@ -52,8 +41,8 @@ func TestChatTemplateGolden(t *testing.T) {
 		if got != c.Rendered {
 			t.Errorf("line %d:\n got %q\nwant %q", line, got, c.Rendered)
 		}
-		n++
 	}
+	n := len(cases)
 	if n != 4 {
 		t.Errorf("rendered %d golden cases, want 4", n)
 	}

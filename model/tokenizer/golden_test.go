@@ -1,15 +1,14 @@
 package tokenizer
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
 	"os"
 	"slices"
 	"sync"
 	"testing"
 
 	"github.com/cas-engine/cas/internal/sharedtest"
+	"github.com/cas-engine/cas/internal/testfile"
 )
 
 // goldenCase is one line of the shared golden files: a text and the ids
@@ -21,26 +20,7 @@ type goldenCase struct {
 
 func readGolden(t testing.TB, rel ...string) []goldenCase {
 	t.Helper()
-	path := sharedtest.Path(t, rel...)
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []goldenCase
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for line := 1; sc.Scan(); line++ {
-		var c goldenCase
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			t.Fatalf("%s:%d: %v", path, line, err)
-		}
-		out = append(out, c)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return testfile.ReadJSONL[goldenCase](t, sharedtest.Path(t, rel...))
 }
 
 // The real tokenizers are loaded once per test binary: parsing Qwen3's
