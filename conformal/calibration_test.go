@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cas-engine/cas/internal/wanterr"
 )
 
 func TestParseCalibration(t *testing.T) {
@@ -31,10 +33,7 @@ func TestParseCalibration(t *testing.T) {
 		{"not an object", `[1]`, 0, APS{}, "parse"},
 	} {
 		c, err := ParseCalibration([]byte(tc.in))
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("%s: error %v, want %q", tc.name, err, tc.err)
-			}
+		if wanterr.Check(t, tc.name, err, tc.err) {
 			continue
 		}
 		if err != nil || float64(c.QHatLog) != tc.qhatLog || c.APS != tc.aps {

@@ -18,6 +18,7 @@ import (
 	"github.com/cas-engine/cas/backend/gocpu"
 	"github.com/cas-engine/cas/internal/blascore"
 	"github.com/cas-engine/cas/internal/cputime"
+	"github.com/cas-engine/cas/internal/wanterr"
 	"github.com/cas-engine/cas/model/qwen"
 )
 
@@ -45,10 +46,7 @@ func TestParsePeer(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			p, err := ParsePeer([]byte(c.out))
-			if c.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
-					t.Fatalf("error %v, want %q", err, c.wantErr)
-				}
+			if wanterr.Check(t, c.name, err, c.wantErr) {
 				return
 			}
 			if err != nil {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cas-engine/cas/internal/sharedtest"
+	"github.com/cas-engine/cas/internal/wanterr"
 )
 
 func TestBenchCPUCommand(t *testing.T) {
@@ -28,10 +29,7 @@ func TestBenchCPUCommand(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			out, _, err := runCas(t, c.args...)
-			if c.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
-					t.Fatalf("error %v, want %q", err, c.wantErr)
-				}
+			if wanterr.Check(t, c.name, err, c.wantErr) {
 				return
 			}
 			if err != nil {

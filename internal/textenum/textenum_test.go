@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/cas-engine/cas/internal/wanterr"
 )
 
 type color int
@@ -27,10 +29,7 @@ func TestNames(t *testing.T) {
 		{"", 0, "unknown color"},
 	} {
 		got, err := colorNames.Parse(tc.in)
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("Parse(%q) error %v, want %q", tc.in, err, tc.err)
-			}
+		if wanterr.Check(t, "Parse("+tc.in+")", err, tc.err) {
 			continue
 		}
 		if err != nil || got != tc.want {
