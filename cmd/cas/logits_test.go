@@ -8,6 +8,7 @@ import (
 
 	"github.com/cas-engine/cas/internal/sharedtest"
 	"github.com/cas-engine/cas/model/safetensors"
+	"github.com/cas-engine/cas/model/safetensors/safetensorstest"
 	"github.com/cas-engine/cas/model/tokenizer"
 )
 
@@ -158,25 +159,12 @@ func TestTextStream(t *testing.T) {
 
 func readF32(t *testing.T, path, name string) []float32 {
 	t.Helper()
-	return readTensor(t, path, name, (*safetensors.File).Float32)
+	v, _ := safetensorstest.Float32(t, safetensorstest.Open(t, path), name)
+	return v
 }
 
 func readI64(t *testing.T, path, name string) []int64 {
 	t.Helper()
-	return readTensor(t, path, name, (*safetensors.File).Int64)
-}
-
-// readTensor opens a safetensors file and reads one tensor with get.
-func readTensor[T any](t *testing.T, path, name string, get func(*safetensors.File, string) ([]T, []int, error)) []T {
-	t.Helper()
-	f, err := safetensors.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	v, _, err := get(f, name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	v, _ := safetensorstest.Int64(t, safetensorstest.Open(t, path), name)
 	return v
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/cas-engine/cas/internal/sharedtest"
 	"github.com/cas-engine/cas/model/hfbind"
 	"github.com/cas-engine/cas/model/safetensors"
+	"github.com/cas-engine/cas/model/safetensors/safetensorstest"
 	"github.com/gomlx/gomlx/backends"
 )
 
@@ -29,14 +30,8 @@ func newBackend(t testing.TB) backends.Backend {
 // goldenInputs returns the golden ids cut at each row's mask.
 func goldenInputs(t testing.TB, f *safetensors.File) (ids [][]int, mask []int64, T int) {
 	t.Helper()
-	flat, shape, err := f.Int64("input_ids")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mask, _, err = f.Int64("attention_mask")
-	if err != nil {
-		t.Fatal(err)
-	}
+	flat, shape := safetensorstest.Int64(t, f, "input_ids")
+	mask, _ = safetensorstest.Int64(t, f, "attention_mask")
 	B, T := shape[0], shape[1]
 	for r := 0; r < B; r++ {
 		var row []int
@@ -52,11 +47,7 @@ func goldenInputs(t testing.TB, f *safetensors.File) (ids [][]int, mask []int64,
 
 func TestGolden(t *testing.T) {
 	dir := filepath.Dir(sharedtest.Path(t, "golden", "bert-tiny", "model.safetensors"))
-	exp, err := safetensors.Open(filepath.Join(dir, "expected.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer exp.Close()
+	exp := safetensorstest.Open(t, filepath.Join(dir, "expected.safetensors"))
 	enc, err := Load(dir, newBackend(t))
 	if err != nil {
 		t.Fatal(err)
@@ -64,10 +55,7 @@ func TestGolden(t *testing.T) {
 	defer enc.Close()
 	ids, mask, T := goldenInputs(t, exp)
 
-	wantH, _, err := exp.Float32("last_hidden_state")
-	if err != nil {
-		t.Fatal(err)
-	}
+	wantH, _ := safetensorstest.Float32(t, exp, "last_hidden_state")
 	gotH, shape, err := enc.LastHiddenState(ids)
 	if err != nil {
 		t.Fatal(err)
@@ -93,10 +81,7 @@ func TestGolden(t *testing.T) {
 		t.Fatalf("last_hidden_state max abs error %.3g (masked) %.3g (all), want ≤ 1e-4", maxErr, maxErrAll)
 	}
 
-	wantE, _, err := exp.Float32("embedding")
-	if err != nil {
-		t.Fatal(err)
-	}
+	wantE, _ := safetensorstest.Float32(t, exp, "embedding")
 	gotE, err := enc.Embed(ids)
 	if err != nil {
 		t.Fatal(err)

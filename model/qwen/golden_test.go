@@ -8,7 +8,7 @@ import (
 
 	"github.com/cas-engine/cas/backend/backendtest"
 	"github.com/cas-engine/cas/internal/sharedtest"
-	"github.com/cas-engine/cas/model/safetensors"
+	"github.com/cas-engine/cas/model/safetensors/safetensorstest"
 )
 
 // golden is one of the shared reference models with its expected outputs.
@@ -32,27 +32,11 @@ func loadGolden(t testing.TB, name string) *golden {
 	if err != nil {
 		t.Fatalf("load %s: %v", name, err)
 	}
-	exp, err := safetensors.Open(filepath.Join(dir, "expected.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer exp.Close()
-	ids64, shape, err := exp.Int64("input_ids")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mask64, _, err := exp.Int64("attention_mask")
-	if err != nil {
-		t.Fatal(err)
-	}
-	logits, _, err := exp.Float32("logits")
-	if err != nil {
-		t.Fatal(err)
-	}
-	greedy64, _, err := exp.Int64("greedy_ids")
-	if err != nil {
-		t.Fatal(err)
-	}
+	exp := safetensorstest.Open(t, filepath.Join(dir, "expected.safetensors"))
+	ids64, shape := safetensorstest.Int64(t, exp, "input_ids")
+	mask64, _ := safetensorstest.Int64(t, exp, "attention_mask")
+	logits, _ := safetensorstest.Float32(t, exp, "logits")
+	greedy64, _ := safetensorstest.Int64(t, exp, "greedy_ids")
 	g := &golden{model: m, batch: shape[0], seqLen: shape[1], logits: logits}
 	for i := range ids64 {
 		g.ids = append(g.ids, int32(ids64[i]))
