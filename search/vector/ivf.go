@@ -169,18 +169,9 @@ func (ix *IVF) Train(x []float32) error {
 	}
 	if ix.enc == SQ8 {
 		// Fit the ranges on the residuals of (a sample of) the training set.
-		m := min(n, 1<<16)
-		sample := x[:m*ix.d]
-		if m < n {
-			sample = sampleRows(x, ix.d, n, m, newRand(ix.kmeans.Seed+1))
-		}
-		lists, err := assignLists(q, sample, ix.kmeans.Threads)
+		res, err := trainResiduals(q, x, n, 1<<16, ix.kmeans.Seed+1, ix.kmeans.Threads)
 		if err != nil {
 			return err
-		}
-		res := make([]float32, len(sample))
-		for i, l := range lists {
-			subtract(res[i*ix.d:(i+1)*ix.d], sample[i*ix.d:(i+1)*ix.d], q.codes.f32[int(l)*ix.d:(int(l)+1)*ix.d])
 		}
 		sq, err := tensor.TrainSQ8(res, ix.d)
 		if err != nil {

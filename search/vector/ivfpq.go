@@ -279,12 +279,7 @@ func (ix *IVFPQ) Train(x []float32) error {
 	if err != nil {
 		return err
 	}
-	m := min(n, pqTrainSample)
-	sample := x[:m*ix.d]
-	if m < n {
-		sample = sampleRows(x, ix.d, n, m, newRand(ix.kmeans.Seed+2))
-	}
-	res, err := residuals(q, sample, ix.kmeans.Threads)
+	res, err := trainResiduals(q, x, n, pqTrainSample, ix.kmeans.Seed+2, ix.kmeans.Threads)
 	if err != nil {
 		return err
 	}
@@ -313,8 +308,17 @@ func residualsAndLists(q *Flat, x []float32, threads int) ([]float32, []int64, e
 	return res, lists, nil
 }
 
-func residuals(q *Flat, x []float32, threads int) ([]float32, error) {
-	res, _, err := residualsAndLists(q, x, threads)
+// trainResiduals returns the residuals x − c(x) of the n training vectors
+// x, or of a sample of limit of them drawn with seed: what an IVF index
+// learns its second-level codes from (IVF's SQ8 ranges, IVF-PQ's
+// codebooks).
+func trainResiduals(q *Flat, x []float32, n, limit int, seed uint64, threads int) ([]float32, error) {
+	m := min(n, limit)
+	sample := x[:m*q.d]
+	if m < n {
+		sample = sampleRows(x, q.d, n, m, newRand(seed))
+	}
+	res, _, err := residualsAndLists(q, sample, threads)
 	return res, err
 }
 
