@@ -15,17 +15,17 @@ func (r *recorder) Helper()               {}
 func (r *recorder) Errorf(string, ...any) { r.errs++ }
 
 func TestCheck(t *testing.T) {
+	type outcome struct{ done, reportsErr bool }
 	for _, tc := range []struct {
-		err        error
-		want       string
-		done       bool
-		reportsErr bool
+		err  error
+		want string
+		outcome
 	}{
-		{nil, "", false, false},
-		{errors.New("boom"), "", false, false},
-		{errors.New("line 3: boom"), "boom", true, false},
-		{errors.New("other"), "boom", true, true},
-		{nil, "boom", true, true},
+		{nil, "", outcome{false, false}},
+		{errors.New("boom"), "", outcome{false, false}},
+		{errors.New("line 3: boom"), "boom", outcome{true, false}},
+		{errors.New("other"), "boom", outcome{true, true}},
+		{nil, "boom", outcome{true, true}},
 	} {
 		r := &recorder{TB: t}
 		if done := Check(r, "case", tc.err, tc.want); done != tc.done || (r.errs > 0) != tc.reportsErr {
