@@ -21,7 +21,7 @@ import (
 // Blank lines are skipped and other fields are ignored. Errors name the
 // 1-based line.
 func ReadQueries(r io.Reader, requireGold bool) ([]Query, error) {
-	return readLines(r, "no queries (empty input)", func(line int, b []byte) (Query, error) {
+	return jsonl.CollectEach(r, errors.New("no queries (empty input)"), func(line int, b []byte) (Query, error) {
 		var raw struct {
 			Scores []float64 `json:"scores"`
 			Gold   *int      `json:"gold"`
@@ -54,7 +54,7 @@ func ReadQueries(r io.Reader, requireGold bool) ([]Query, error) {
 // be non-empty and finite; blank lines are skipped; errors name the 1-based
 // line.
 func ReadScoreLines(r io.Reader) ([][]float64, error) {
-	return readLines(r, "no score lines (empty input)", func(line int, b []byte) ([]float64, error) {
+	return jsonl.CollectEach(r, errors.New("no score lines (empty input)"), func(line int, b []byte) ([]float64, error) {
 		var raw struct {
 			Scores []float64 `json:"scores"`
 		}
@@ -66,25 +66,4 @@ func ReadScoreLines(r io.Reader) ([][]float64, error) {
 		}
 		return raw.Scores, nil
 	})
-}
-
-// readLines parses each non-blank JSONL line of r with parse (line is
-// 1-based); input without a record is the error empty.
-func readLines[T any](r io.Reader, empty string, parse func(line int, b []byte) (T, error)) ([]T, error) {
-	var out []T
-	err := jsonl.Each(r, func(line int, b []byte) error {
-		x, err := parse(line, b)
-		if err != nil {
-			return err
-		}
-		out = append(out, x)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if len(out) == 0 {
-		return nil, errors.New(empty)
-	}
-	return out, nil
 }

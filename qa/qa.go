@@ -66,25 +66,16 @@ func loadFile(path string) ([]Record, error) {
 // 1-based line number) and optional "data_source". Blank lines are skipped;
 // errors name name:line.
 func ReadJSONL(r io.Reader, name string) ([]Record, error) {
-	var out []Record
-	err := jsonl.Lines(r, name, func(line int, b []byte, _ bool) error {
+	return jsonl.Collect(r, name, fmt.Errorf("%s: no questions", name), func(line int, b []byte) (Record, error) {
 		p, err := parseLine(b)
 		if err != nil {
-			return err
+			return Record{}, err
 		}
 		if p.ID == "" {
 			p.ID = strconv.Itoa(line)
 		}
-		out = append(out, p)
-		return nil
+		return p, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%s: no questions", name)
-	}
-	return out, nil
 }
 
 func parseLine(b []byte) (Record, error) {

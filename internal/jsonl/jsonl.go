@@ -64,3 +64,38 @@ func walk(r io.Reader, fn func(line int, text []byte, last bool) error, readErr 
 		}
 	}
 }
+
+// Collect is Lines for readers of one record a line: it returns what
+// parse makes of every non-blank line, in order, with parse's error as
+// "name:line: err"; a stream without a record is the error none (nil: an
+// empty result is fine).
+func Collect[T any](r io.Reader, name string, none error, parse func(line int, text []byte) (T, error)) ([]T, error) {
+	return collect(func(fn func(int, []byte) error) error {
+		return Lines(r, name, func(line int, text []byte, _ bool) error { return fn(line, text) })
+	}, none, parse)
+}
+
+// CollectEach is Collect for parsers whose errors name the line
+// themselves (as Each): parse's error is returned unchanged.
+func CollectEach[T any](r io.Reader, none error, parse func(line int, text []byte) (T, error)) ([]T, error) {
+	return collect(func(fn func(int, []byte) error) error { return Each(r, fn) }, none, parse)
+}
+
+func collect[T any](walk func(func(line int, text []byte) error) error, none error, parse func(int, []byte) (T, error)) ([]T, error) {
+	var out []T
+	err := walk(func(line int, text []byte) error {
+		x, err := parse(line, text)
+		if err != nil {
+			return err
+		}
+		out = append(out, x)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(out) == 0 && none != nil {
+		return nil, none
+	}
+	return out, nil
+}

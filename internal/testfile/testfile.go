@@ -39,14 +39,10 @@ func ReadJSONL[T any](tb testing.TB, path string) []T {
 // DecodeJSONL is ReadJSONL for a stream r named name (command output).
 func DecodeJSONL[T any](tb testing.TB, r io.Reader, name string) []T {
 	tb.Helper()
-	var out []T
-	err := jsonl.Lines(r, name, func(_ int, b []byte, _ bool) error {
+	out, err := jsonl.Collect(r, name, nil, func(_ int, b []byte) (T, error) {
 		var x T
-		if err := json.Unmarshal(b, &x); err != nil {
-			return err
-		}
-		out = append(out, x)
-		return nil
+		err := json.Unmarshal(b, &x)
+		return x, err
 	})
 	if err != nil {
 		tb.Fatal(err)
