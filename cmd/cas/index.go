@@ -13,6 +13,7 @@ import (
 	"github.com/cas-engine/cas/search"
 	"github.com/cas-engine/cas/search/vector"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // `cas index` builds, searches and inspects vector indexes. Each command
@@ -31,11 +32,42 @@ type indexBuildFlags struct {
 	dim                int
 	flat               bool
 	ivf                int
-	f16, sq8           bool
 	metric, kmeansInit string
-	nprobe, iterations int
-	trainSize, threads int
-	seed               uint64
+	nprobe, trainSize  int
+	storeFlags
+}
+
+// storeFlags are the vector-storage and IVF-training flags that index
+// build (vector and corpus modes) and index import share.
+type storeFlags struct {
+	f16, sq8            bool
+	iterations, threads int
+	seed                uint64
+}
+
+// registerKMeans adds --iter, --seed and --threads.
+func (s *storeFlags) registerKMeans(fl *pflag.FlagSet) {
+	fl.IntVar(&s.iterations, "iter", 10, "IVF: k-means iterations")
+	fl.Uint64Var(&s.seed, "seed", 1234, "IVF: k-means seed")
+	fl.IntVar(&s.threads, "threads", 0, "goroutines (default: all cores)")
+}
+
+// encoding is the storage --f16 or --sq8 chooses (default float32); the
+// error for both names the command.
+func (s *storeFlags) encoding(command string) (vector.Encoding, error) {
+	switch {
+	case s.f16 && s.sq8:
+		return 0, fmt.Errorf("%s: --f16 and --sq8 exclude each other", command)
+	case s.f16:
+		return vector.F16, nil
+	case s.sq8:
+		return vector.SQ8, nil
+	}
+	return vector.F32, nil
+}
+
+func (s *storeFlags) kmeans() vector.KMeansOptions {
+	return vector.KMeansOptions{Iterations: s.iterations, Seed: s.seed, Threads: s.threads}
 }
 
 func newIndexBuildCmd() *cobra.Command {
@@ -82,11 +114,9 @@ inner product). --f16 halves the memory, --sq8 quarters it.`,
 	fl.BoolVar(&f.sq8, "sq8", false, "store vectors as 8-bit scalar-quantized codes (a quarter of the memory)")
 	fl.StringVar(&f.metric, "metric", "ip", "ip (inner product) or l2")
 	fl.IntVar(&f.nprobe, "nprobe", 1, "IVF: default number of lists a search visits")
-	fl.IntVar(&f.iterations, "iter", 10, "IVF: k-means iterations")
 	fl.StringVar(&f.kmeansInit, "kmeans-init", "random", "IVF: k-means init, random or kmeans++")
-	fl.Uint64Var(&f.seed, "seed", 1234, "IVF: k-means seed")
 	fl.IntVar(&f.trainSize, "train-size", 0, "vectors sampled for training (default 256·nlist for IVF, 65536 for SQ8)")
-	fl.IntVar(&f.threads, "threads", 0, "goroutines (default: all cores)")
+	f.registerKMeans(fl)
 	fl.StringVar(&f.out, "out", "", "output directory")
 	cf.register(cmd)
 	return cmd
@@ -104,21 +134,16 @@ func (f *indexBuildFlags) vectorBuildOptions() (vector.VectorBuildOptions, error
 	if f.flat == (f.ivf > 0) {
 		return o, errors.New("index build: give exactly one of --flat and --ivf NLIST")
 	}
-	if f.f16 && f.sq8 {
-		return o, errors.New("index build: --f16 and --sq8 exclude each other")
+	enc, err := f.encoding("index build")
+	if err != nil {
+		return o, err
 	}
 	m, err := vector.ParseMetric(f.metric)
 	if err != nil {
 		return o, fmt.Errorf("index build: --metric: %w", err)
 	}
-	o.Metric, o.NList, o.NProbe, o.TrainSize = m, f.ivf, f.nprobe, f.trainSize
-	switch {
-	case f.f16:
-		o.Encoding = vector.F16
-	case f.sq8:
-		o.Encoding = vector.SQ8
-	}
-	o.KMeans = vector.KMeansOptions{Iterations: f.iterations, Seed: f.seed, Threads: f.threads}
+	o.Metric, o.NList, o.NProbe, o.TrainSize, o.Encoding = m, f.ivf, f.nprobe, f.trainSize, enc
+	o.KMeans = f.kmeans()
 	switch f.kmeansInit {
 	case "random":
 	case "kmeans++":

@@ -10,7 +10,6 @@ import (
 
 	"github.com/cas-engine/cas/model/bert"
 	"github.com/cas-engine/cas/search"
-	"github.com/cas-engine/cas/search/vector"
 	"github.com/spf13/cobra"
 )
 
@@ -169,8 +168,9 @@ func runIndexBuildCorpus(cmd *cobra.Command, f *indexBuildFlags, c *corpusBuildF
 			Progress: progressOut(cmd.ErrOrStderr()),
 		})
 	} else {
-		if f.f16 && f.sq8 {
-			return errors.New("index build: --f16 and --sq8 exclude each other")
+		encoding, eerr := f.encoding("index build")
+		if eerr != nil {
+			return eerr
 		}
 		if f.flat && f.ivf > 0 {
 			return errors.New("index build: give at most one of --flat and --ivf NLIST")
@@ -184,14 +184,8 @@ func runIndexBuildCorpus(cmd *cobra.Command, f *indexBuildFlags, c *corpusBuildF
 			Encoder: enc, EncoderPath: absPath(c.dense.encoder), TokenizerPath: absPath(c.dense.tokenizer), MaxLength: c.dense.maxLen,
 			Embed: search.EmbedOptions{Chunk: c.chunk, Batch: 8 * c.dense.batch},
 			NList: f.ivf, NProbe: f.nprobe, TrainSize: f.trainSize,
-			KMeans:   vector.KMeansOptions{Iterations: f.iterations, Seed: f.seed, Threads: f.threads},
+			Encoding: encoding, KMeans: f.kmeans(),
 			Progress: progressOut(cmd.ErrOrStderr()),
-		}
-		switch {
-		case f.f16:
-			opt.Encoding = vector.F16
-		case f.sq8:
-			opt.Encoding = vector.SQ8
 		}
 		s, err = search.BuildDenseFolder(cmd.Context(), c.corpus, f.out, opt)
 	}

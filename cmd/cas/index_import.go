@@ -19,11 +19,9 @@ type indexImportFlags struct {
 	faiss, corpus, out         string
 	queryPrefix, passagePrefix string
 	dense                      denseFlags
-	f16, sq8                   bool
 	ivf, nprobe, trainSize     int
 	pq, rerank                 int
-	iterations, threads        int
-	seed                       uint64
+	storeFlags
 }
 
 func newIndexImportCmd() *cobra.Command {
@@ -74,9 +72,7 @@ read, by pread, so the server's resident memory is the codes, not the file).`,
 	fl.IntVar(&f.rerank, "rerank", 0, fmt.Sprintf("IVF-PQ: re-score this many candidates per query exactly from the FAISS file (with --pq default %d; 0: none)", vector.DefaultPQRerank))
 	fl.IntVar(&f.nprobe, "nprobe", 1, fmt.Sprintf("IVF: lists a search visits by default (with --pq default %d)", vector.DefaultPQNProbe))
 	fl.IntVar(&f.trainSize, "train-size", 0, "vectors sampled for training (default 256·nlist for IVF, max(256·nlist, 65536) for IVF-PQ, 65536 for SQ8)")
-	fl.IntVar(&f.iterations, "iter", 10, "IVF: k-means iterations")
-	fl.Uint64Var(&f.seed, "seed", 1234, "IVF: k-means seed")
-	fl.IntVar(&f.threads, "threads", 0, "goroutines (default: all cores)")
+	f.registerKMeans(fl)
 	f.dense.register(cmd) // --encoder, --encoder-tokenizer (old name --tokenizer), --encoder-max-len
 	return cmd
 }
@@ -103,18 +99,12 @@ func runIndexImport(cmd *cobra.Command, f *indexImportFlags) error {
 			f.rerank = vector.DefaultPQRerank
 		}
 	}
-	if f.f16 && f.sq8 {
-		return errors.New("index import: --f16 and --sq8 exclude each other")
+	enc, err := f.encoding("index import")
+	if err != nil {
+		return err
 	}
 	if f.ivf < 0 || f.trainSize < 0 || f.pq < 0 || f.rerank < 0 {
 		return fmt.Errorf("index import: --ivf %d, --pq %d, --rerank %d and --train-size %d must not be negative", f.ivf, f.pq, f.rerank, f.trainSize)
-	}
-	enc := vector.F32
-	switch {
-	case f.f16:
-		enc = vector.F16
-	case f.sq8:
-		enc = vector.SQ8
 	}
 	start := time.Now()
 	// Load the encoder once: a missing model or tokenizer, or a width that
@@ -140,7 +130,7 @@ func runIndexImport(cmd *cobra.Command, f *indexImportFlags) error {
 		NoQueryPrefix: f.queryPrefix == "", NoPassagePrefix: f.passagePrefix == "",
 		Progress: progressOut(cmd.ErrOrStderr()),
 		Encoding: enc, NList: f.ivf, NProbe: f.nprobe, TrainSize: f.trainSize, PQ: f.pq, Rerank: f.rerank,
-		KMeans: vector.KMeansOptions{Iterations: f.iterations, Seed: f.seed, Threads: f.threads},
+		KMeans: f.kmeans(),
 	})
 	if err != nil {
 		return err

@@ -141,4 +141,13 @@ func TestIndexCommandErrors(t *testing.T) {
 			t.Errorf("%v: no error", args)
 		}
 	}
+	// --f16 with --sq8: one message in the vector and the corpus modes.
+	for _, args := range [][]string{
+		{"index", "build", "--vectors", vec, "--dim", "16", "--flat", "--f16", "--sq8", "--out", dir},
+		{"index", "build", "--corpus", vec, "--encoder", dir, "--f16", "--sq8", "--out", dir},
+	} {
+		if _, _, err := runCas(t, args...); err == nil || err.Error() != "index build: --f16 and --sq8 exclude each other" {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
 }
