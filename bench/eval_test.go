@@ -19,6 +19,7 @@ import (
 	"github.com/cas-engine/cas/internal/scriptpolicy"
 	"github.com/cas-engine/cas/internal/sharedtest"
 	"github.com/cas-engine/cas/internal/testfile"
+	"github.com/cas-engine/cas/internal/wanterr"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/tokenizer"
 	"github.com/cas-engine/cas/model/tokenizer/tokentest"
@@ -102,10 +103,7 @@ func TestLoadDatasetErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, err := LoadDataset(testfile.Write(t, dir, tc.name, []byte(tc.content)), tc.limit)
-			if tc.want != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.want) {
-					t.Fatalf("error %v, want %q", err, tc.want)
-				}
+			if wanterr.Check(t, tc.name, err, tc.want) {
 				return
 			}
 			if err != nil || len(d.Questions) != tc.n || d.Name != "nq" {

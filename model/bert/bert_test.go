@@ -11,6 +11,7 @@ import (
 
 	"github.com/cas-engine/cas/backend"
 	"github.com/cas-engine/cas/internal/sharedtest"
+	"github.com/cas-engine/cas/internal/wanterr"
 	"github.com/cas-engine/cas/model/hfbind"
 	"github.com/cas-engine/cas/model/safetensors"
 	"github.com/cas-engine/cas/model/safetensors/safetensorstest"
@@ -203,14 +204,8 @@ func TestConfigValidate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseConfig([]byte(tc.js))
-			if tc.want == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("error %v, want %q", err, tc.want)
+			if !wanterr.Check(t, tc.name, err, tc.want) && err != nil {
+				t.Fatal(err)
 			}
 		})
 	}
