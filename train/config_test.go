@@ -1,6 +1,7 @@
 package train
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/conformal"
+	"github.com/cas-engine/cas/internal/wanterr"
 )
 
 func TestParseConfigDefaultsAndOverrides(t *testing.T) {
@@ -93,15 +95,7 @@ func TestConfigValidateReportsEverything(t *testing.T) {
 	cfg.ACI.Rule = conformal.ACIRule(7)
 	cfg.Rollout.MaxTurns = 0
 	cfg.Checkpoint.DType = "int8"
-	err := cfg.Validate()
-	if err == nil {
-		t.Fatal("invalid config accepted")
-	}
-	for _, want := range []string{"model.path", "data.train", "retriever", "qhat_file", "mini_batch_prompts", "invalid rule", "max turns", "int8"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error lacks %q: %v", want, err)
-		}
-	}
+	wanterr.CheckAll(t, "Validate", cfg.Validate(), []string{"model.path", "data.train", "retriever", "qhat_file", "mini_batch_prompts", "invalid rule", "max turns", "int8"})
 }
 
 // TestConfigBadNames: a misspelt setting name (an enum decoded by its
@@ -123,15 +117,7 @@ func TestConfigBadNames(t *testing.T) {
 	}
 	for _, c := range cases {
 		_, err := ParseConfig([]byte(c.yaml), c.sets)
-		if err == nil {
-			t.Errorf("%q %v accepted", c.yaml, c.sets)
-			continue
-		}
-		for _, w := range c.want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%q %v: error lacks %q: %v", c.yaml, c.sets, w, err)
-			}
-		}
+		wanterr.CheckAll(t, fmt.Sprintf("%q %v", c.yaml, c.sets), err, c.want)
 	}
 	cfg, err := ParseConfig([]byte("rollout:\n  turn_rule: Code\n  answer_from: text\n"), []string{"aci.rule=EMA"})
 	if err != nil || cfg.Rollout.TurnRule != agent.TurnsCode || cfg.Rollout.Reward.AnswerFrom != agent.AnswerFromText || cfg.ACI.Rule != conformal.RuleEMA {
@@ -266,20 +252,8 @@ func TestConfigKeyErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		_, err := LoadConfig(tc.path, tc.sets)
-		if tc.want == nil {
-			if err != nil && strings.Contains(err.Error(), "unknown") {
-				t.Errorf("%v: %v", tc.sets, err)
-			}
-			continue
-		}
-		if err == nil {
-			t.Errorf("%s %v: no error", tc.path, tc.sets)
-			continue
-		}
-		for _, w := range tc.want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%s %v: error %q lacks %q", tc.path, tc.sets, err, w)
-			}
+		if !wanterr.CheckAll(t, fmt.Sprintf("%s %v", tc.path, tc.sets), err, tc.want) && err != nil && strings.Contains(err.Error(), "unknown") {
+			t.Errorf("%v: %v", tc.sets, err)
 		}
 	}
 	cfg, err := LoadConfig(base, []string{"retriever.server=http://h:1", "retriever.index="})

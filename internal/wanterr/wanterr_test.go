@@ -33,3 +33,23 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckAll(t *testing.T) {
+	for _, tc := range []struct {
+		err   error
+		wants []string
+		done  bool
+		errs  int
+	}{
+		{nil, nil, false, 0},
+		{errors.New("boom"), nil, false, 0},
+		{errors.New("line 3: boom"), []string{"line 3", "boom"}, true, 0},
+		{errors.New("line 3: boom"), []string{"line 4", "boom", "bang"}, true, 2},
+		{nil, []string{"boom", "bang"}, true, 1},
+	} {
+		r := &recorder{TB: t}
+		if done := CheckAll(r, "case", tc.err, tc.wants); done != tc.done || r.errs != tc.errs {
+			t.Errorf("CheckAll(%v, %q) = %v with %d errors, want %v with %d", tc.err, tc.wants, done, r.errs, tc.done, tc.errs)
+		}
+	}
+}
