@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/cas-engine/cas/internal/testfile"
 )
 
 var updateConfigGolden = flag.Bool("update-config-golden", false, "rewrite testdata/configs.golden.json")
@@ -103,12 +105,8 @@ func TestConfigsGolden(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var w map[string]any
-	if err := json.Unmarshal(want, &w); err != nil {
+	if err := json.Unmarshal(testfile.Read(t, golden), &w); err != nil {
 		t.Fatal(err)
 	}
 	for name, g := range got {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"testing"
 
 	"github.com/gomlx/gomlx/backends"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/cas-engine/cas/backend/backendtest"
 	"github.com/cas-engine/cas/internal/sharedtest"
+	"github.com/cas-engine/cas/internal/testfile"
 )
 
 // lossCase is one case of ../shared/golden/grpo/loss_cases.json (PyTorch,
@@ -42,10 +42,7 @@ type lossCase struct {
 func loadLossCases(t testing.TB) []lossCase {
 	t.Helper()
 	path := sharedtest.Path(t, "golden", "grpo", "loss_cases.json")
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read %s: %v", path, err)
-	}
+	raw := testfile.Read(t, path)
 	var file struct {
 		Cases []lossCase `json:"cases"`
 	}

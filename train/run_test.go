@@ -14,6 +14,7 @@ import (
 	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/backend/backendtest"
 	"github.com/cas-engine/cas/internal/sharedtest"
+	"github.com/cas-engine/cas/internal/testfile"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/tokenizer"
 	"github.com/cas-engine/cas/search"
@@ -77,15 +78,6 @@ func (f *runFixture) config(t *testing.T) *Config {
 
 func (f *runFixture) options(t testing.TB) RunOptions {
 	return RunOptions{Backend: backendtest.Shared(t), Retriever: f.retriever}
-}
-
-func readFile(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // TestRunResumeMatchesUninterrupted is the trainer's end-to-end test: three
@@ -191,7 +183,7 @@ func TestRunResumeMatchesUninterrupted(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"model.safetensors", OptimizerFile, ACIStateFile} {
-		if !bytes.Equal(readFile(t, filepath.Join(ckA, name)), readFile(t, filepath.Join(ckB, name))) {
+		if !bytes.Equal(testfile.Read(t, filepath.Join(ckA, name)), testfile.Read(t, filepath.Join(ckB, name))) {
 			t.Errorf("%s differs between the uninterrupted and the resumed run", name)
 		}
 	}

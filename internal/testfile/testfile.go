@@ -24,6 +24,16 @@ func Write(tb testing.TB, dir, name string, data []byte) string {
 	return p
 }
 
+// Read returns the contents of the file path; a read error fails tb.
+func Read(tb testing.TB, path string) []byte {
+	tb.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
 // ReadJSONL decodes every non-blank line of the JSON Lines file path into
 // a T, in order; an unreadable file or a bad line ("path:line: …") fails tb.
 func ReadJSONL[T any](tb testing.TB, path string) []T {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cas-engine/cas/internal/testfile"
 	"github.com/cas-engine/cas/internal/vectest"
 )
 
@@ -92,11 +93,7 @@ func savedBytes(t testing.TB, ix Index) []byte {
 	if err := WriteIndexFile(ix, p); err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return testfile.Read(t, p)
 }
 
 func TestOpenRejectsCorruption(t *testing.T) {
