@@ -3,10 +3,12 @@ package agent
 import (
 	"encoding"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/cas-engine/cas/conformal"
+	"github.com/cas-engine/cas/internal/wanterr"
 )
 
 // TestEnumText: every setting enum encodes to its flag spelling and decodes
@@ -35,9 +37,7 @@ func TestEnumText(t *testing.T) {
 		if got, _ := c.back.(encoding.TextMarshaler).MarshalText(); string(got) != c.want {
 			t.Errorf("%s decoded to %s", c.want, got)
 		}
-		if err := c.back.UnmarshalText([]byte("bogus")); err == nil || !strings.Contains(err.Error(), "bogus") {
-			t.Errorf("%T accepted bogus: %v", c.back, err)
-		}
+		wanterr.Check(t, fmt.Sprintf("%T.UnmarshalText(bogus)", c.back), c.back.UnmarshalText([]byte("bogus")), "bogus")
 	}
 }
 
