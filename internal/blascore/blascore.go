@@ -8,8 +8,12 @@
 // core (1000×768×4096 sgemm on one thread, measured 2026-12-02: 21.7
 // against 112.1 GFLOP/s). The peer scripts run through peer_env.py, which
 // drops OPENBLAS_CORETYPE, so such a peer cannot be corrected from outside;
-// a ratio against it is not a ratio against a fairly set-up peer, and the
-// benchmarks say so.
+// a ratio against it is not a ratio against a fairly set-up peer. Prepare
+// therefore forces the newest kernel set the CPU supports through a
+// sitecustomize.py that sets OPENBLAS_CORETYPE at the peer interpreter's
+// start-up (which peer_env.py's re-exec keeps), checks with OpenBLAS's own
+// report that it took effect, and says so next to the peer's BLAS; a peer
+// still on pre-AVX kernels is flagged and gets no ratio.
 package blascore
 
 import (
@@ -18,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -32,7 +37,10 @@ var coreLine = regexp.MustCompile(`(?m)^Core:\s*(\S+)`)
 // environment peer_env.py gives the peer (OPENBLAS_CORETYPE and
 // OPENBLAS_L2_SIZE removed), or "" with the error when python, numpy or an
 // OpenBLAS that reports its core is missing.
-func Probe(python string) (string, error) {
+func Probe(python string) (string, error) { return probe(python, nil) }
+
+// probe is Probe with extra environment entries (a PYTHONPATH).
+func probe(python string, extra []string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, python, "-c", "import numpy")
@@ -41,7 +49,11 @@ func Probe(python string) (string, error) {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, "OPENBLAS_VERBOSE=2")
+	for _, kv := range extra {
+		name, _, _ := strings.Cut(kv, "=")
+		cmd.Env = slices.DeleteFunc(cmd.Env, func(e string) bool { return strings.HasPrefix(e, name+"=") })
+	}
+	cmd.Env = append(append(cmd.Env, extra...), "OPENBLAS_VERBOSE=2")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
