@@ -567,4 +567,9 @@ func TestFairRefusesGenericOpenBLAS(t *testing.T) {
 	if fair, _ := p.Fair(); !fair {
 		t.Fatal("a plain OpenBLAS peer should be fair")
 	}
+	// Forced to the CPU's kernel set by blascore.Prepare: fair.
+	p.BLAS += blascore.ForcedMarker + "SkylakeX (OpenBLAS detected Prescott (pre-AVX kernels: it does not recognise this CPU) and the CPU has AVX-512; …)"
+	if fair, why := p.Fair(); !fair {
+		t.Fatalf("a peer forced to SkylakeX should be fair: %s", why)
+	}
 }
