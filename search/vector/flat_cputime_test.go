@@ -21,7 +21,9 @@ import (
 // with it, tensor.MatMulT over the same rows in tiles of 1,024 (the same
 // 2·nq·n·d FLOPs without the selection: what `cas bench index` calls the
 // roofline); the best of each over the iterations gives GFLOP per
-// CPU-second and the search's share of the roofline (%roof).
+// CPU-second and the search's share of the roofline (%roof). F32 is the
+// default batch (screened on AMX-BF16 where the CPU has it, with the share
+// of queries that fell back), F32gemm the exact F32 GEMM path.
 //
 //	go test -run '^$' -bench FlatBatchCPUTime -benchtime 10x ./search/vector/
 func BenchmarkFlatBatchCPUTime(b *testing.B) {
@@ -29,11 +31,17 @@ func BenchmarkFlatBatchCPUTime(b *testing.B) {
 	x, q := vectest.LowRankPair(n, nq, d, 64, 3)
 	out := make([]float32, nq*tile)
 	flops := 2 * float64(nq) * n * d
-	for _, enc := range []Encoding{F32, F16} {
-		f, _ := NewFlat(d, InnerProduct, enc)
+	for _, v := range []struct {
+		name   string
+		enc    Encoding
+		screen screenMode
+	}{{"F32", F32, screenAuto}, {"F32gemm", F32, screenOff}, {"F16", F16, screenAuto}} {
+		f, _ := NewFlat(d, InnerProduct, v.enc)
 		f.Add(nil, x)
+		f.screen = v.screen
 		for _, th := range []int{1, 2} {
-			b.Run(fmt.Sprintf("%v/threads%d", enc, th), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/threads%d", v.name, th), func(b *testing.B) {
+				st0 := f.ScreenStats()
 				p := &SearchParams{Threads: th}
 				bestS, bestG := time.Duration(1<<62), time.Duration(1<<62)
 				for b.Loop() {
@@ -52,6 +60,9 @@ func BenchmarkFlatBatchCPUTime(b *testing.B) {
 				b.ReportMetric(flops/bestG.Seconds()/1e9, "gemm-GFLOP/cpu-s")
 				b.ReportMetric(100*bestG.Seconds()/bestS.Seconds(), "%roof")
 				b.ReportMetric(float64(nq)/bestS.Seconds(), "q/cpu-s")
+				if st := f.ScreenStats(); st.Queries > st0.Queries {
+					b.ReportMetric(100*float64(st.Fallbacks-st0.Fallbacks)/float64(st.Queries-st0.Queries), "%fallback")
+				}
 			})
 		}
 	}

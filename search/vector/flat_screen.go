@@ -1,7 +1,9 @@
 package vector
 
 import (
+	"cmp"
 	"math"
+	"slices"
 	"sync/atomic"
 
 	"github.com/cas-engine/cas/tensor"
@@ -14,7 +16,9 @@ import (
 // rounded on the fly (tensor.PackF32Norms, which also bounds each row's
 // norm and rounding error), each query keeping its L best screened keys
 // (screenCandidates: a few times k); then those candidates are rescored
-// exactly in F32 and the top k of them returned. The result is exact, not
+// exactly in F32, best screened first and only while one can still enter
+// (once a candidate's screened key + B, the bound below, is under the k-th
+// exact key so far, no later one can), and the top k returned. The result is exact, not
 // probably exact, by the bound below; a query whose candidates cannot
 // prove it is searched again by the exact F32 path (the fallback, counted
 // in ScreenStats).
@@ -121,6 +125,12 @@ type screenWorker struct {
 	nonFinit bool    // a bound was NaN
 }
 
+// screenCand is a candidate row and its screened key.
+type screenCand struct {
+	key float32
+	row int
+}
+
 // searchScreened is searchBlock for F32 batches on AMX (see above).
 func (f *Flat) searchScreened(q []float32, nq, k int, p *SearchParams, scores []float32, ids []int64) {
 	d, n := f.d, f.Len()
@@ -185,11 +195,15 @@ func (f *Flat) searchScreened(q []float32, nq, k int, p *SearchParams, scores []
 	forChunks(nq, max(1, nq/(4*workers)), workers, func(_, lo, hi int) {
 		cs := make([]float32, L)
 		cr := make([]int64, L)
+		var cands []screenCand
 		final := tensor.NewTopK(k)
 		for i := lo; i < hi; i++ {
 			final.Reset()
 			qi := pq.qv[i*d : (i+1)*d]
+			B := f.screenMargin(qi, pq.qb[i*kpad:i*kpad+d], float64(pq.baseOf(i)), X, E, kpad)
+			// The candidates of every worker, best screened key first.
 			T := math.Inf(-1)
+			cands = cands[:0]
 			for w := range ws {
 				h := ws[w].hs
 				if h == nil {
@@ -200,21 +214,28 @@ func (f *Flat) searchScreened(q []float32, nq, k int, p *SearchParams, scores []
 				}
 				c := h[i].Sorted(cs, cr)
 				for a := range c {
-					row := int(cr[a])
-					key := tensor.Dot(qi, f.codes.f32[row*d:(row+1)*d])
-					if f.metric == L2 {
-						key = 2*key - f.norms[row] - pq.base[i]
-					}
-					final.Push(key, f.ID(row))
+					cands = append(cands, screenCand{cs[a], int(cr[a])})
 				}
 			}
-			if !math.IsInf(T, -1) {
-				kth := float64(final.Threshold())
-				if !(T+f.screenMargin(qi, pq.qb[i*kpad:i*kpad+d], float64(pq.baseOf(i)), X, E, kpad) < kth) {
-					fail[i] = true
-					fails.Add(1)
-					continue
+			slices.SortFunc(cands, func(a, b screenCand) int { return cmp.Compare(b.key, a.key) })
+			for _, c := range cands {
+				// Every later candidate's exact key is at most its
+				// screened key + B ≤ this one's + B: once that is below
+				// the k-th exact key, none of them can enter.
+				if final.Len() == k && float64(c.key)+B < float64(final.Threshold()) {
+					break
 				}
+				key := tensor.Dot(qi, f.codes.f32[c.row*d:(c.row+1)*d])
+				if f.metric == L2 {
+					key = 2*key - f.norms[c.row] - pq.base[i]
+				}
+				final.Push(key, f.ID(c.row))
+			}
+			// Rows that are not candidates: exact keys at most T + B.
+			if !math.IsInf(T, -1) && !(T+B < float64(final.Threshold())) {
+				fail[i] = true
+				fails.Add(1)
+				continue
 			}
 			writeResults(f.metric, final, scores[i*k:(i+1)*k], ids[i*k:(i+1)*k])
 		}
