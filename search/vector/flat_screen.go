@@ -276,15 +276,22 @@ func (f *Flat) screenMargin(q []float32, qb []uint16, base float64, X, E float64
 	}
 	// float64 sums of float32 values: relative error below 1e-12.
 	const widen = 1 + 1e-9
-	qn, qt, eq := math.Sqrt(qq*widen), math.Sqrt(tt*widen), math.Sqrt(ee*widen)
+	return screenBound(f.metric, math.Sqrt(qq*widen), math.Sqrt(tt*widen), math.Sqrt(ee*widen), X, E, len(q), kpad, base)
+}
+
+// screenBound is B of flat_screen.go's bound, in key units: for a query
+// with ‖q‖ ≤ qn, ‖q̃‖ ≤ qt, ‖e_q‖ ≤ eq and rows with ‖x‖ ≤ X, ‖e_x‖ ≤ E,
+// of dimension d padded to kpad, the largest difference between a row's
+// screened key and its exact key (base: ‖q‖² for L2 keys, or 0 where the
+// key omits it). NaN when anything is not finite.
+func screenBound(m Metric, qn, qt, eq, X, E float64, d, kpad int, base float64) float64 {
 	const u = 0x1p-23
 	gamma := func(n int) float64 { return float64(n) * u / (1 - float64(n)*u) }
 	xt := X + E
-	d := float64(len(q))
-	tiny := 0x1p-126 * (math.Sqrt(d)*(qt+xt) + 2*float64(kpad))
+	tiny := 0x1p-126 * (math.Sqrt(float64(d))*(qt+xt) + 2*float64(kpad))
 	screen := eq*X + qt*E + gamma(kpad)*qt*xt + tiny
-	resc := gamma(len(q)) * qn * X // the rescoring's float32 sum, and the exact path's
-	if f.metric == L2 {
+	resc := gamma(d) * qn * X // the rescoring's float32 sum, and the exact path's
+	if m == L2 {
 		// key = 2⟨q,x⟩ − ‖x‖² − ‖q‖²: twice the dot's errors, and the
 		// formula's float32 roundings in both keys.
 		return 2*(screen+2*resc) + 2*3*u*(2*qn*X+X*X+base)
