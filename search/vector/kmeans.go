@@ -196,6 +196,11 @@ func assignPoints(assign []int32, x, cent []float32, n, d, k int, m Metric, thre
 			return obj
 		}
 	}
+	return assignGEMM(assign, x, cent, cnorm, n, d, k, m, threads)
+}
+
+// assignGEMM is assignPoints on the F32 GEMM.
+func assignGEMM(assign []int32, x, cent, cnorm []float32, n, d, k int, m Metric, threads int) float64 {
 	// Points per block: up to 768 (GEMM rows), fewer for large k so that
 	// the score block stays under 8 MiB. The block size depends on k only,
 	// so the assignment does not depend on the thread count.
