@@ -60,19 +60,30 @@ type Setup struct {
 	dir string
 }
 
-// sitecustomize sets OPENBLAS_CORETYPE at interpreter start-up, before any
-// import of numpy, torch or faiss, and after peer_env.py's re-exec too (the
-// re-executed interpreter keeps PYTHONPATH); then it runs the
-// interpreter's own sitecustomize, which this file shadows.
+// sitecustomize runs the interpreter's own sitecustomize (which this file
+// shadows), then sets OPENBLAS_CORETYPE and imports numpy, which loads
+// OpenBLAS: OpenBLAS reads the variable once, when it is loaded, and
+// torch and faiss use that same library (Debian's libblas.so.3 and
+// libopenblas.so.0 are one libopenblasp). The variable is removed again
+// at once, because peer_env.fair() re-executes the interpreter whenever
+// it is set — the re-executed interpreter runs this file again, so the
+// kernels stay forced, and without the removal it would re-execute
+// forever.
 const sitecustomize = `# Written by cas (internal/blascore): forces OpenBLAS's kernel set for a fair peer.
 import os, sys
-os.environ["OPENBLAS_CORETYPE"] = %q
 _here = os.path.dirname(os.path.abspath(__file__))
 for _p in sys.path:
     _f = os.path.join(os.path.abspath(_p or "."), "sitecustomize.py")
     if os.path.dirname(_f) != _here and os.path.isfile(_f):
         exec(compile(open(_f).read(), _f, "exec"), {"__name__": "sitecustomize", "__file__": _f})
         break
+os.environ["OPENBLAS_CORETYPE"] = %q
+try:
+    import numpy
+except Exception:
+    pass
+finally:
+    os.environ.pop("OPENBLAS_CORETYPE", None)
 `
 
 // Prepare probes python's OpenBLAS core as peer_env.py leaves it and, when

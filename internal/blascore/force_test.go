@@ -1,10 +1,15 @@
 package blascore
 
 import (
+	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/cas-engine/cas/internal/sharedtest"
 )
 
 func TestDecideForcesNewestSupportedCore(t *testing.T) {
@@ -108,10 +113,31 @@ func TestPrepareRealPeer(t *testing.T) {
 	if s.Forced != want {
 		t.Fatalf("detected %s: forced %q (%s), want %q", core, s.Forced, s.Why, want)
 	}
-	if want != "" {
-		got, err := probe(python, s.pythonPath())
-		if err != nil || !strings.EqualFold(got, want) {
-			t.Fatalf("through the sitecustomize OpenBLAS reports %q (%v), want %s", got, err, want)
-		}
+	if want == "" {
+		return
+	}
+	got, err := probe(python, s.pythonPath())
+	if err != nil || !strings.EqualFold(got, want) {
+		t.Fatalf("through the sitecustomize OpenBLAS reports %q (%v), want %s", got, err, want)
+	}
+	// The peers call peer_env.fair(), which re-executes the interpreter
+	// while OPENBLAS_CORETYPE is set: it must run once more at most, with
+	// the forced kernels, and end.
+	peerEnv := filepath.Join(sharedtest.Root(), "bench", "peer_env.py")
+	if _, err := os.Stat(peerEnv); err != nil {
+		t.Skipf("no %s: %v", peerEnv, err)
+	}
+	script := filepath.Join(t.TempDir(), "peer.py")
+	os.WriteFile(script, []byte("import sys\nsys.path.insert(0, sys.argv[1])\nimport peer_env, numpy\npeer_env.fair(1)\nprint('fair done')\n"), 0o644)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, script, filepath.Dir(peerEnv))
+	cmd.Env = append(s.Env(), "OPENBLAS_VERBOSE=2")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "fair done") {
+		t.Fatalf("peer_env.fair through the sitecustomize: %v\n%s", err, out)
+	}
+	if c := Parse(string(out)); !strings.EqualFold(c, want) {
+		t.Fatalf("after peer_env.fair OpenBLAS runs %q, want %s:\n%s", c, want, out)
 	}
 }
