@@ -124,3 +124,33 @@ func cpuTime(fn func()) time.Duration {
 	fn()
 	return cputime.Process() - t0
 }
+
+// BenchmarkFlatBatchSizeCPUTime compares, for small batches, the
+// AMX-screened F32 search with the exact F32 GEMM (100,000 × 768 rows, one
+// thread, interleaved, best of the iterations in process CPU time): the
+// screen converts every row to bfloat16 once per batch, which a small
+// batch cannot amortise (screenMinQueries).
+//
+//	go test -run '^$' -bench FlatBatchSizeCPUTime -benchtime 3x ./search/vector/
+func BenchmarkFlatBatchSizeCPUTime(b *testing.B) {
+	const d, n = 768, 100_000
+	x, q := vectest.LowRankPair(n, 512, d, 64, 3)
+	screened, _ := NewFlat(d, InnerProduct, F32)
+	screened.Add(nil, x)
+	screened.screen = screenOn
+	gemm, _ := NewFlat(d, InnerProduct, F32)
+	gemm.Add(nil, x)
+	gemm.screen = screenOff
+	p := &SearchParams{Threads: 1}
+	for _, nq := range []int{16, 32, 64, 128, 256, 512} {
+		b.Run(fmt.Sprintf("q%d", nq), func(b *testing.B) {
+			bestS, bestG := time.Duration(1<<62), time.Duration(1<<62)
+			for b.Loop() {
+				bestS = min(bestS, cpuTime(func() { screened.Search(q[:nq*d], 10, p) }))
+				bestG = min(bestG, cpuTime(func() { gemm.Search(q[:nq*d], 10, p) }))
+			}
+			b.ReportMetric(float64(nq)/bestS.Seconds(), "screened-q/cpu-s")
+			b.ReportMetric(float64(nq)/bestG.Seconds(), "gemm-q/cpu-s")
+		})
+	}
+}

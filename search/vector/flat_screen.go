@@ -75,12 +75,12 @@ func (f *Flat) ScreenStats() ScreenStats {
 	return ScreenStats{Queries: f.screenStats.queries.Load(), Fallbacks: f.screenStats.fallbacks.Load()}
 }
 
-// BatchKernel names what scores a batch of gemmMinQueries or more
-// queries: "AMX-BF16 screen + exact F32 rescoring", "AMX-BF16" (F16 codes,
-// scores in bfloat16), "F32 GEMM", or the dot-block kernels.
+// BatchKernel names what scores a large batch (hundreds of queries):
+// "AMX-BF16 screen + exact F32 rescoring", "AMX-BF16" (F16 codes, scores
+// in bfloat16), "F32 GEMM", or the dot-block kernels.
 func (f *Flat) BatchKernel() string {
 	switch {
-	case f.useScreen(gemmMinQueries):
+	case f.useScreen(screenMinQueries):
 		return "AMX-BF16 screen + exact F32 rescoring"
 	case f.useBF16():
 		return "AMX-BF16"
@@ -89,6 +89,14 @@ func (f *Flat) BatchKernel() string {
 	}
 	return f.codes.enc.String() + " dot-block kernels"
 }
+
+// screenMinQueries is the smallest batch screened by default: every row
+// is rounded to bfloat16 once per batch, a pass over the whole index at
+// memory speed that a small batch cannot amortise. On 100,000 × 768 rows
+// at one thread the screen and the F32 GEMM break even at about 32
+// queries (466 against 473 queries per CPU-second; 850 against 646 at 64,
+// 2,662 against 968 at 512: BenchmarkFlatBatchSizeCPUTime, load ≈ 7).
+const screenMinQueries = 48
 
 // useScreen reports whether a batch of nq queries is screened.
 func (f *Flat) useScreen(nq int) bool {
@@ -101,7 +109,7 @@ func (f *Flat) useScreen(nq int) bool {
 	case screenOff:
 		return false
 	}
-	return tensor.HasAMXBF16()
+	return nq >= screenMinQueries && tensor.HasAMXBF16()
 }
 
 // screenCandidates is L, how many screened candidates a query keeps: k

@@ -27,8 +27,9 @@ type screenCase struct {
 func screenCases() []screenCase {
 	rng := rand.New(rand.NewPCG(7, 8))
 	var cs []screenCase
-	x, q := vectest.LowRankPair(5000, 40, 40, 4, 1)
-	cs = append(cs, screenCase{name: "lowrank", n: 5000, d: 40, nq: 40, k: 10, x: x, q: q})
+	// 9,000 rows: two workers at 2–3 threads, whose candidates merge.
+	x, q := vectest.LowRankPair(9000, 40, 40, 4, 1)
+	cs = append(cs, screenCase{name: "lowrank", n: 9000, d: 40, nq: 40, k: 10, x: x, q: q})
 	x, q = vectest.LowRankPair(6000, 24, 768, 24, 2)
 	cs = append(cs, screenCase{name: "e5width", n: 6000, d: 768, nq: 24, k: 10, x: x, q: q})
 
@@ -232,10 +233,10 @@ func checkExactTopK(t *testing.T, name string, ref [][]float64, ids []int64, c s
 // exactly where the CPU has AMX-BF16, and the kernel is named.
 func TestFlatScreenedAuto(t *testing.T) {
 	f, _ := NewFlat(8, InnerProduct, F32)
-	if got, want := f.useScreen(gemmMinQueries), tensor.HasAMXBF16(); got != want {
+	if got, want := f.useScreen(screenMinQueries), tensor.HasAMXBF16(); got != want {
 		t.Fatalf("useScreen = %v on a CPU with AMX-BF16 %v", got, want)
 	}
-	if f.useScreen(gemmMinQueries - 1) {
+	if f.useScreen(screenMinQueries - 1) {
 		t.Fatal("a small batch is screened")
 	}
 	want := "F32 GEMM"
