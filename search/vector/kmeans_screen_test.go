@@ -82,3 +82,47 @@ func TestAssignScreenedIsExactArgmax(t *testing.T) {
 		}
 	}
 }
+
+// TestAssignListsScreenedMatchesSearch: an IVF's list assignment (screened
+// on AMX where the CPU has it) picks the quantizer's exact nearest
+// centroid, up to float32 rounding, for both metrics and in any batching.
+func TestAssignListsScreenedMatchesSearch(t *testing.T) {
+	const d, nc, n = 48, 256, 3000
+	x := vectest.LowRank(n, d, 6, 21)
+	for _, m := range []Metric{InnerProduct, L2} {
+		q, _ := NewFlat(d, m, F32)
+		q.Add(nil, x[:nc*d])
+		lists, err := assignLists(q, x, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole, _ := assignLists(q, x[:100*d], 1)
+		_, exact, _ := q.search(x, 1, &SearchParams{Threads: 1}, false)
+		differ := 0
+		for i := range n {
+			if i < 100 && whole[i] != lists[i] {
+				t.Fatalf("%v vector %d: list %d in a batch of 100, %d in %d", m, i, whole[i], lists[i], n)
+			}
+			if lists[i] == exact[i] {
+				continue
+			}
+			differ++
+			xi := x[i*d : (i+1)*d]
+			key := func(c int64) float64 {
+				var dot, cc float64
+				for a := range d {
+					dot += float64(xi[a]) * float64(x[int(c)*d+a])
+					cc += float64(x[int(c)*d+a]) * float64(x[int(c)*d+a])
+				}
+				if m == L2 {
+					return 2*dot - cc
+				}
+				return dot
+			}
+			if diff := math.Abs(key(lists[i]) - key(exact[i])); diff > 1e-5 {
+				t.Fatalf("%v vector %d: list %d, the exact search's %d, keys %.3g apart", m, i, lists[i], exact[i], diff)
+			}
+		}
+		t.Logf("%v: %d of %d vectors in another list than the exact search's (float32 ties)", m, differ, n)
+	}
+}
