@@ -123,14 +123,14 @@ const screenTile = 1024
 
 // screenWorker is one worker's selections, buffers and row maxima.
 type screenWorker struct {
-	hs       []*tensor.TopK
-	panels   tensor.BF16Panels
-	scratch  []float32
-	buf      []float32
-	xx, ee   []float64
-	maxX2    float64 // max ‖x_j‖² over the rows it scanned (bounds)
-	maxE2    float64 // max ‖e_j‖²
-	nonFinit bool    // a bound was NaN
+	hs        []*tensor.TopK
+	panels    tensor.BF16Panels
+	scratch   []float32
+	buf       []float32
+	xx, ee    []float64
+	maxX2     float64 // max ‖x_j‖² over the rows it scanned (bounds)
+	maxE2     float64 // max ‖e_j‖²
+	nonFinite bool    // a bound was NaN or infinite
 }
 
 // screenCand is a candidate row and its screened key.
@@ -168,7 +168,7 @@ func (f *Flat) searchScreened(q []float32, nq, k int, p *SearchParams, scores []
 			for j := range m {
 				x2, e2 := sw.xx[j], sw.ee[j]
 				if !(x2 <= math.MaxFloat64) || !(e2 <= math.MaxFloat64) {
-					sw.nonFinit = true
+					sw.nonFinite = true
 				}
 				sw.maxX2, sw.maxE2 = max(sw.maxX2, x2), max(sw.maxE2, e2)
 			}
@@ -190,7 +190,7 @@ func (f *Flat) searchScreened(q []float32, nq, k int, p *SearchParams, scores []
 	nonFinite := false
 	for _, sw := range ws {
 		maxX2, maxE2 = max(maxX2, sw.maxX2), max(maxE2, sw.maxE2)
-		nonFinite = nonFinite || sw.nonFinit
+		nonFinite = nonFinite || sw.nonFinite
 	}
 	X, E := math.Sqrt(maxX2), math.Sqrt(maxE2)
 	if nonFinite {
