@@ -557,7 +557,7 @@ func TestRunDecodeOnly(t *testing.T) {
 }
 
 // TestFairRefusesGenericOpenBLAS: a peer whose OpenBLAS fell back to its
-// pre-AVX kernels (blascore.Annotate's note) gets no ratio.
+// pre-AVX kernels (blascore's Marker note) gets no ratio.
 func TestFairRefusesGenericOpenBLAS(t *testing.T) {
 	p := &PeerFigures{BLAS: "openblas-pthread/libopenblasp-r0.3.21.so" + blascore.Marker + "Prescott (pre-AVX kernels: OpenBLAS does not recognise this CPU)"}
 	if fair, why := p.Fair(); fair || !strings.Contains(why, "Prescott") {

@@ -80,22 +80,12 @@ func Generic(core string) bool {
 	return false
 }
 
-// Marker starts the note Annotate appends to a BLAS description.
+// Marker starts the note Setup.Describe appends to a BLAS description
+// when the peer still runs a generic (pre-AVX) core.
 const Marker = "; OpenBLAS core "
 
-// Annotate appends to the peer's BLAS description the OpenBLAS core that
-// python loads when it is a generic one (the description is unchanged when
-// the core is a proper one or cannot be probed).
-func Annotate(blas, python string) string {
-	core, err := Probe(python)
-	if err != nil || !Generic(core) {
-		return blas
-	}
-	return blas + Marker + core + " (pre-AVX kernels: OpenBLAS does not recognise this CPU)"
-}
-
-// GenericIn returns the generic core named in a description Annotate
-// wrote, or "".
+// GenericIn returns the generic core named in a description
+// Setup.Describe wrote, or "".
 func GenericIn(blas string) string {
 	_, after, ok := strings.Cut(blas, Marker)
 	if !ok {

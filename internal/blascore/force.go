@@ -156,7 +156,7 @@ func (s *Setup) Env() []string {
 const ForcedMarker = "; OpenBLAS forced to core "
 
 // Describe appends to the peer's BLAS description what was done: the
-// forced core and why, or the pre-AVX core (Annotate's note, which marks
+// forced core and why, or the pre-AVX core (Marker's note, which marks
 // the peer unfair) when it still runs one.
 func (s *Setup) Describe(blas string) string {
 	switch {
