@@ -7,13 +7,15 @@
 // kernels, about 5× slower than the AVX-512 "SkylakeX" set on the same
 // core (1000×768×4096 sgemm on one thread, measured 2026-12-02: 21.7
 // against 112.1 GFLOP/s). The peer scripts run through peer_env.py, which
-// drops OPENBLAS_CORETYPE, so such a peer cannot be corrected from outside;
-// a ratio against it is not a ratio against a fairly set-up peer. Prepare
+// drops OPENBLAS_CORETYPE, so setting the variable does not help; a ratio
+// against such a peer is not a ratio against a fairly set-up one. Prepare
 // therefore forces the newest kernel set the CPU supports through a
-// sitecustomize.py that sets OPENBLAS_CORETYPE at the peer interpreter's
-// start-up (which peer_env.py's re-exec keeps), checks with OpenBLAS's own
-// report that it took effect, and says so next to the peer's BLAS; a peer
-// still on pre-AVX kernels is flagged and gets no ratio.
+// sitecustomize.py on the peer's PYTHONPATH, which loads OpenBLAS at the
+// interpreter's start-up with OPENBLAS_CORETYPE set and removes it again
+// (peer_env.py's re-exec keeps PYTHONPATH, so it runs again there), checks
+// with OpenBLAS's own report that it took effect, and says so next to the
+// peer's BLAS; a peer still on pre-AVX kernels is flagged and gets no
+// ratio.
 package blascore
 
 import (
