@@ -6,6 +6,10 @@
 // the rounding of F32ToBF16 done on the integer bits (ties to even; NaN
 // stays a quiet NaN), and the 16-lane partial sums of src[i]² into
 // sums[0:16] and of (src[i] − BF16ToF32(dst[i]))² into sums[16:32].
+// The source is prefetched 2 KiB ahead (PREFETCHT0 never faults, past the
+// end included): a pass over rows that are not in cache reads 5.2 GB per
+// CPU-second without it, 6.4–7.9 with it (BenchmarkPackF32NormsCPUTime,
+// load ≈ 9; 1 KiB ahead 6.1–6.7, 4 KiB 6.6).
 TEXT ·f32ToBF16NormsAVX512(SB), NOSPLIT, $0-32
 	MOVQ         dst+0(FP), DI
 	MOVQ         src+8(FP), SI
@@ -25,6 +29,7 @@ TEXT ·f32ToBF16NormsAVX512(SB), NOSPLIT, $0-32
 	VPXORD       Z21, Z21, Z21
 
 f32bf16loop:
+	PREFETCHT0  2048(SI)
 	VMOVDQU32   (SI), Z0
 	VPSRLD      $16, Z0, Z1
 	VPANDD      Z29, Z1, Z2
