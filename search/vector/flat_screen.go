@@ -90,13 +90,14 @@ func (f *Flat) BatchKernel() string {
 	return f.codes.enc.String() + " dot-block kernels"
 }
 
-// screenMinQueries is the smallest batch screened by default: every row
+// screenMinQueries is the smallest batch screened by default. Every row
 // is rounded to bfloat16 once per batch, a pass over the whole index at
-// memory speed that a small batch cannot amortise. On 100,000 × 768 rows
-// at one thread the screen and the F32 GEMM break even at about 32
-// queries (466 against 473 queries per CPU-second; 850 against 646 at 64,
-// 2,662 against 968 at 512: BenchmarkFlatBatchSizeCPUTime, load ≈ 7).
-const screenMinQueries = 48
+// memory speed, which the F32 GEMM's packing pays too: on 100,000 × 768
+// rows at one thread the screen is ahead from the smallest GEMM batch on
+// (queries per CPU-second, screen against GEMM: 261–285 / 218–255 at 16
+// queries, 472–480 / 342–355 at 32, 824 / 512 at 64, 2,148 / 724 at 512;
+// BenchmarkFlatBatchSizeCPUTime, load ≈ 9, with the prefetching rounding).
+const screenMinQueries = gemmMinQueries
 
 // useScreen reports whether a batch of nq queries is screened.
 func (f *Flat) useScreen(nq int) bool {
