@@ -64,6 +64,7 @@ done
 func TestPrepareForcesAndChecks(t *testing.T) {
 	avx := Features{AVX512: true, AVX2: true}
 	s := Prepare(fakePython(t, true), avx)
+	t.Cleanup(s.Close)
 	if s.Detected != "Prescott" || s.Forced != "SkylakeX" {
 		t.Fatalf("Prepare = %+v, want Prescott forced to SkylakeX", s)
 	}
