@@ -120,8 +120,13 @@ func RunFAISSPeer(python, script, dir string, threads, nlist int, nprobes []int,
 	for i, p := range nprobes {
 		ps[i] = strconv.Itoa(p)
 	}
+	// A peer on OpenBLAS's pre-AVX fallback runs with the kernel set the
+	// CPU supports forced (blascore.Prepare); its BLAS says so.
+	setup := blascore.Prepare(python, blascore.HostFeatures())
+	defer setup.Close()
 	cmd := exec.Command(python, script, "run", dir, "--threads", strconv.Itoa(threads),
 		"--nlist", strconv.Itoa(nlist), "--nprobe", strings.Join(ps, ","))
+	cmd.Env = setup.Env()
 	cmd.Stderr = log
 	var out bytes.Buffer
 	cmd.Stdout = &out
@@ -136,7 +141,7 @@ func RunFAISSPeer(python, script, dir string, threads, nlist int, nprobes []int,
 	if f == nil {
 		return nil, fmt.Errorf("%s printed no figures for %d threads", script, threads)
 	}
-	f.BLAS = blascore.Annotate(f.BLAS, python)
+	f.BLAS = setup.Describe(f.BLAS)
 	return f, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cas-engine/cas/internal/blascore"
 	"github.com/cas-engine/cas/search/vector"
 	"github.com/cas-engine/cas/tensor"
 )
@@ -146,5 +147,38 @@ func TestMemoryCheckSmall(t *testing.T) {
 	m.WriteMarkdown(&b)
 	if !strings.Contains(b.String(), "F16 flat, 20000 × 32") {
 		t.Fatalf("%s", b.String())
+	}
+}
+
+// TestIndexReportRatiosOnlyAgainstFairPeer: speed-ups are printed against
+// a peer whose OpenBLAS runs proper kernels (detected or forced by
+// blascore), never against one on the pre-AVX fallback.
+func TestIndexReportRatiosOnlyAgainstFairPeer(t *testing.T) {
+	const lib = "openblas-pthread/libopenblasp-r0.3.21.so"
+	for _, tc := range []struct {
+		blas  string
+		ratio bool
+	}{
+		{lib, true},
+		{lib + blascore.ForcedMarker + "SkylakeX (OpenBLAS detected Prescott …)", true},
+		{lib + blascore.Marker + "Prescott (pre-AVX kernels: OpenBLAS does not recognise this CPU)", false},
+		{"reference:blas/libblas.so.3", false},
+	} {
+		rep := &IndexReport{N: 1000, D: 8, Q: 10, K: 10, NList: 4, Runs: []*ThreadRun{{
+			Threads: 1, FlatBatchAllQPS: 200, FlatSingleMs: 1, StreamMs: 1, IVFTrainS: 1,
+			FAISS: &FAISSFigures{Peer: "faiss 1.7.3", BLAS: tc.blas, Threads: 1, FlatBatchQPS: 100, FlatSingleMs: 2, TrainS: 3, IVF: map[int]FAISSIVF{}},
+		}}}
+		var b bytes.Buffer
+		rep.WriteMarkdown(&b)
+		text := b.String()
+		if got := strings.Contains(text, "| 2.00× |"); got != tc.ratio {
+			t.Errorf("BLAS %q: speed-up printed %v, want %v:\n%s", tc.blas, got, tc.ratio, text)
+		}
+		if got := strings.Contains(text, "3.00×"); got != tc.ratio {
+			t.Errorf("BLAS %q: training ratio printed %v, want %v", tc.blas, got, tc.ratio)
+		}
+		if !strings.Contains(text, tc.blas) {
+			t.Errorf("report does not show the peer's BLAS %q", tc.blas)
+		}
 	}
 }

@@ -671,8 +671,13 @@ func RunPeer(python, script string, cfg *qwen.Config, batch, seqLen, threads, st
 	if err := os.WriteFile(cfgPath, data, 0o644); err != nil {
 		return nil, err
 	}
+	// A peer on OpenBLAS's pre-AVX fallback runs with the kernel set the
+	// CPU supports forced (blascore.Prepare); its BLAS says so.
+	setup := blascore.Prepare(python, blascore.HostFeatures())
+	defer setup.Close()
 	cmd := exec.Command(python, script, "--config", cfgPath, "--batch", strconv.Itoa(batch),
 		"--seqlen", strconv.Itoa(seqLen), "--threads", strconv.Itoa(threads), "--steps", strconv.Itoa(steps))
+	cmd.Env = setup.Env()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -686,7 +691,7 @@ func RunPeer(python, script string, cfg *qwen.Config, batch, seqLen, threads, st
 	if err != nil {
 		return nil, err
 	}
-	p.BLAS = blascore.Annotate(p.BLAS, python)
+	p.BLAS = setup.Describe(p.BLAS)
 	return p, nil
 }
 

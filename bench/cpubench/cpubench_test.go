@@ -555,7 +555,7 @@ func TestRunDecodeOnly(t *testing.T) {
 }
 
 // TestFairRefusesGenericOpenBLAS: a peer whose OpenBLAS fell back to its
-// pre-AVX kernels (blascore.Annotate's note) gets no ratio.
+// pre-AVX kernels (blascore's Marker note) gets no ratio.
 func TestFairRefusesGenericOpenBLAS(t *testing.T) {
 	p := &PeerFigures{BLAS: "openblas-pthread/libopenblasp-r0.3.21.so" + blascore.Marker + "Prescott (pre-AVX kernels: OpenBLAS does not recognise this CPU)"}
 	if fair, why := p.Fair(); fair || !strings.Contains(why, "Prescott") {
@@ -564,5 +564,10 @@ func TestFairRefusesGenericOpenBLAS(t *testing.T) {
 	p.BLAS = "openblas-pthread/libopenblasp-r0.3.21.so"
 	if fair, _ := p.Fair(); !fair {
 		t.Fatal("a plain OpenBLAS peer should be fair")
+	}
+	// Forced to the CPU's kernel set by blascore.Prepare: fair.
+	p.BLAS += blascore.ForcedMarker + "SkylakeX (OpenBLAS detected Prescott (pre-AVX kernels: it does not recognise this CPU) and the CPU has AVX-512; …)"
+	if fair, why := p.Fair(); !fair {
+		t.Fatalf("a peer forced to SkylakeX should be fair: %s", why)
 	}
 }

@@ -97,7 +97,7 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 			if fair, why := m.Peer.Fair(); !fair {
 				fix := "Install libopenblas0-pthread."
 				if blascore.GenericIn(m.Peer.BLAS) != "" {
-					fix = "OpenBLAS would need OPENBLAS_CORETYPE (e.g. SkylakeX), which peer_env.py drops."
+					fix = "OpenBLAS would need OPENBLAS_CORETYPE (SkylakeX or Haswell), and this CPU offers neither kernel set or forcing it did not take effect (see the BLAS note)."
 				}
 				fmt.Fprintf(w, "\nPyTorch peer for %s is not a fair peer (%s; BLAS %q): no ratio printed. %s\n", m.Name, why, m.Peer.BLAS, fix)
 			}

@@ -7,9 +7,15 @@
 // kernels, about 5× slower than the AVX-512 "SkylakeX" set on the same
 // core (1000×768×4096 sgemm on one thread, measured 2026-12-02: 21.7
 // against 112.1 GFLOP/s). The peer scripts run through peer_env.py, which
-// drops OPENBLAS_CORETYPE, so such a peer cannot be corrected from outside;
-// a ratio against it is not a ratio against a fairly set-up peer, and the
-// benchmarks say so.
+// drops OPENBLAS_CORETYPE, so setting the variable does not help; a ratio
+// against such a peer is not a ratio against a fairly set-up one. Prepare
+// therefore forces the newest kernel set the CPU supports through a
+// sitecustomize.py on the peer's PYTHONPATH, which loads OpenBLAS at the
+// interpreter's start-up with OPENBLAS_CORETYPE set and removes it again
+// (peer_env.py's re-exec keeps PYTHONPATH, so it runs again there), checks
+// with OpenBLAS's own report that it took effect, and says so next to the
+// peer's BLAS; a peer still on pre-AVX kernels is flagged and gets no
+// ratio.
 package blascore
 
 import (
@@ -18,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -32,7 +39,10 @@ var coreLine = regexp.MustCompile(`(?m)^Core:\s*(\S+)`)
 // environment peer_env.py gives the peer (OPENBLAS_CORETYPE and
 // OPENBLAS_L2_SIZE removed), or "" with the error when python, numpy or an
 // OpenBLAS that reports its core is missing.
-func Probe(python string) (string, error) {
+func Probe(python string) (string, error) { return probe(python, nil) }
+
+// probe is Probe with extra environment entries (a PYTHONPATH).
+func probe(python string, extra []string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, python, "-c", "import numpy")
@@ -41,7 +51,11 @@ func Probe(python string) (string, error) {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, "OPENBLAS_VERBOSE=2")
+	for _, kv := range extra {
+		name, _, _ := strings.Cut(kv, "=")
+		cmd.Env = slices.DeleteFunc(cmd.Env, func(e string) bool { return strings.HasPrefix(e, name+"=") })
+	}
+	cmd.Env = append(append(cmd.Env, extra...), "OPENBLAS_VERBOSE=2")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
@@ -68,22 +82,12 @@ func Generic(core string) bool {
 	return false
 }
 
-// Marker starts the note Annotate appends to a BLAS description.
+// Marker starts the note Setup.Describe appends to a BLAS description
+// when the peer still runs a generic (pre-AVX) core.
 const Marker = "; OpenBLAS core "
 
-// Annotate appends to the peer's BLAS description the OpenBLAS core that
-// python loads when it is a generic one (the description is unchanged when
-// the core is a proper one or cannot be probed).
-func Annotate(blas, python string) string {
-	core, err := Probe(python)
-	if err != nil || !Generic(core) {
-		return blas
-	}
-	return blas + Marker + core + " (pre-AVX kernels: OpenBLAS does not recognise this CPU)"
-}
-
-// GenericIn returns the generic core named in a description Annotate
-// wrote, or "".
+// GenericIn returns the generic core named in a description
+// Setup.Describe wrote, or "".
 func GenericIn(blas string) string {
 	_, after, ok := strings.Cut(blas, Marker)
 	if !ok {

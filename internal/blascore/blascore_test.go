@@ -19,7 +19,7 @@ func TestParseAndGeneric(t *testing.T) {
 	}
 }
 
-func TestAnnotateRoundTrip(t *testing.T) {
+func TestDescribeRoundTrip(t *testing.T) {
 	blas := "openblas-pthread/libopenblasp-r0.3.21.so"
 	note := blas + Marker + "Prescott (pre-AVX kernels: OpenBLAS does not recognise this CPU)"
 	if got := GenericIn(note); got != "Prescott" {
@@ -29,7 +29,8 @@ func TestAnnotateRoundTrip(t *testing.T) {
 		t.Fatalf("GenericIn(plain) = %q", got)
 	}
 	// A python that does not exist leaves the description as it was.
-	if got := Annotate(blas, "/nonexistent/python3"); got != blas {
-		t.Fatalf("Annotate = %q", got)
+	s := Prepare("/nonexistent/python3", Features{AVX512: true, AVX2: true})
+	if got := s.Describe(blas); got != blas || s.Env() != nil {
+		t.Fatalf("Describe = %q, Env %v", got, s.Env())
 	}
 }

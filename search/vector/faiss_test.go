@@ -64,6 +64,29 @@ func TestFAISSGoldenFlatIP(t *testing.T) {
 		}
 		check("single", scores, ids, i)
 	}
+	// The F32 batch screened on AMX-BF16 and rescored exactly
+	// (flat_screen.go; forced on, so that it runs without AMX too): FAISS's
+	// own top-10 on real E5 vectors, and with few fallbacks.
+	f, ok := ix.(*Flat)
+	if !ok {
+		t.Fatalf("opened %T, want *Flat", ix)
+	}
+	f.screen = screenOn
+	st0 := f.ScreenStats()
+	for _, threads := range []int{1, 2} {
+		scores, ids, err := f.Search(q, k, &SearchParams{Threads: threads})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("screened batch", scores, ids, 0)
+	}
+	st := f.ScreenStats()
+	st.Queries -= st0.Queries
+	st.Fallbacks -= st0.Fallbacks
+	t.Logf("screened: %d of %d queries fell back", st.Fallbacks, st.Queries)
+	if st.Queries != 64 || st.Fallbacks > 6 {
+		t.Errorf("screened %d queries with %d fallbacks, want 64 with at most 6", st.Queries, st.Fallbacks)
+	}
 }
 
 func TestWriteFAISSRoundTrip(t *testing.T) {
@@ -223,6 +246,16 @@ if len(sys.argv) > 2:
 			t.Fatal(err)
 		}
 		compare(name, scores, ids, w.Scores, w.IDs)
+		// The flat indexes again on the AMX-screened F32 path
+		// (flat_screen.go), forced on: FAISS's exact top-10.
+		if f, ok := ix.(*Flat); ok {
+			f.screen = screenOn
+			scores, ids, err = f.Search(q, 10, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			compare(name+" screened", scores, ids, w.Scores, w.IDs)
+		}
 		ix.Close()
 	}
 

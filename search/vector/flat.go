@@ -25,6 +25,10 @@ type Flat struct {
 	ids    []int64     // nil: the id of row j is j
 	norms  []float32   // L2 only: ‖x̂_j‖²
 	closer func() error
+	// screen chooses the AMX-BF16 screened path of F32 batches
+	// (flat_screen.go); screenStats counts its queries and fallbacks.
+	screen      screenMode
+	screenStats screenCounters
 }
 
 // NewFlat returns an empty flat index of dimension d.
@@ -245,6 +249,10 @@ func (f *Flat) search(q []float32, k int, p *SearchParams, gemm bool) ([]float32
 	const block = 1024
 	for lo := 0; lo < nq; lo += block {
 		hi := min(nq, lo+block)
+		if gemm && f.useScreen(hi-lo) {
+			f.searchScreened(q[lo*f.d:hi*f.d], hi-lo, k, p, scores[lo*k:hi*k], ids[lo*k:hi*k])
+			continue
+		}
 		f.searchBlock(q[lo*f.d:hi*f.d], hi-lo, k, p, gemm && f.useGEMM(hi-lo), scores[lo*k:hi*k], ids[lo*k:hi*k])
 	}
 	return scores, ids, nil

@@ -21,7 +21,9 @@ import (
 // with it, tensor.MatMulT over the same rows in tiles of 1,024 (the same
 // 2·nq·n·d FLOPs without the selection: what `cas bench index` calls the
 // roofline); the best of each over the iterations gives GFLOP per
-// CPU-second and the search's share of the roofline (%roof).
+// CPU-second and the search's share of the roofline (%roof). F32 is the
+// default batch (screened on AMX-BF16 where the CPU has it, with the share
+// of queries that fell back), F32gemm the exact F32 GEMM path.
 //
 //	go test -run '^$' -bench FlatBatchCPUTime -benchtime 10x ./search/vector/
 func BenchmarkFlatBatchCPUTime(b *testing.B) {
@@ -29,11 +31,17 @@ func BenchmarkFlatBatchCPUTime(b *testing.B) {
 	x, q := vectest.LowRankPair(n, nq, d, 64, 3)
 	out := make([]float32, nq*tile)
 	flops := 2 * float64(nq) * n * d
-	for _, enc := range []Encoding{F32, F16} {
-		f, _ := NewFlat(d, InnerProduct, enc)
+	for _, v := range []struct {
+		name   string
+		enc    Encoding
+		screen screenMode
+	}{{"F32", F32, screenAuto}, {"F32gemm", F32, screenOff}, {"F16", F16, screenAuto}} {
+		f, _ := NewFlat(d, InnerProduct, v.enc)
 		f.Add(nil, x)
+		f.screen = v.screen
 		for _, th := range []int{1, 2} {
-			b.Run(fmt.Sprintf("%v/threads%d", enc, th), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/threads%d", v.name, th), func(b *testing.B) {
+				st0 := f.ScreenStats()
 				p := &SearchParams{Threads: th}
 				bestS, bestG := time.Duration(1<<62), time.Duration(1<<62)
 				for b.Loop() {
@@ -52,6 +60,9 @@ func BenchmarkFlatBatchCPUTime(b *testing.B) {
 				b.ReportMetric(flops/bestG.Seconds()/1e9, "gemm-GFLOP/cpu-s")
 				b.ReportMetric(100*bestG.Seconds()/bestS.Seconds(), "%roof")
 				b.ReportMetric(float64(nq)/bestS.Seconds(), "q/cpu-s")
+				if st := f.ScreenStats(); st.Queries > st0.Queries {
+					b.ReportMetric(100*float64(st.Fallbacks-st0.Fallbacks)/float64(st.Queries-st0.Queries), "%fallback")
+				}
 			})
 		}
 	}
@@ -112,4 +123,34 @@ func cpuTime(fn func()) time.Duration {
 	t0 := cputime.Process()
 	fn()
 	return cputime.Process() - t0
+}
+
+// BenchmarkFlatBatchSizeCPUTime compares, for small batches, the
+// AMX-screened F32 search with the exact F32 GEMM (100,000 × 768 rows, one
+// thread, interleaved, best of the iterations in process CPU time): the
+// screen converts every row to bfloat16 once per batch, which a small
+// batch cannot amortise (screenMinQueries).
+//
+//	go test -run '^$' -bench FlatBatchSizeCPUTime -benchtime 3x ./search/vector/
+func BenchmarkFlatBatchSizeCPUTime(b *testing.B) {
+	const d, n = 768, 100_000
+	x, q := vectest.LowRankPair(n, 512, d, 64, 3)
+	screened, _ := NewFlat(d, InnerProduct, F32)
+	screened.Add(nil, x)
+	screened.screen = screenOn
+	gemm, _ := NewFlat(d, InnerProduct, F32)
+	gemm.Add(nil, x)
+	gemm.screen = screenOff
+	p := &SearchParams{Threads: 1}
+	for _, nq := range []int{16, 32, 64, 128, 256, 512} {
+		b.Run(fmt.Sprintf("q%d", nq), func(b *testing.B) {
+			bestS, bestG := time.Duration(1<<62), time.Duration(1<<62)
+			for b.Loop() {
+				bestS = min(bestS, cpuTime(func() { screened.Search(q[:nq*d], 10, p) }))
+				bestG = min(bestG, cpuTime(func() { gemm.Search(q[:nq*d], 10, p) }))
+			}
+			b.ReportMetric(float64(nq)/bestS.Seconds(), "screened-q/cpu-s")
+			b.ReportMetric(float64(nq)/bestG.Seconds(), "gemm-q/cpu-s")
+		})
+	}
 }

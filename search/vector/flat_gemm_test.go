@@ -35,7 +35,8 @@ func TestFlatGEMMMatchesMatMulT(t *testing.T) {
 				if err := f.Add(ids, x); err != nil {
 					t.Fatal(err)
 				}
-				if !f.useGEMM(c.nq) {
+				f.screen = screenOff // the GEMM path itself (flat_screen_test.go checks the screened one)
+				if !f.useGEMM(c.nq) || f.useScreen(c.nq) {
 					t.Fatal("batch not on the GEMM")
 				}
 				// The whole score matrix.

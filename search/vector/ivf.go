@@ -208,8 +208,27 @@ func subtract(dst, a, b []float32) {
 	}
 }
 
-// assignLists returns the nearest list of every vector of x.
+// assignLists returns the nearest list of every vector of x: screened on
+// AMX-BF16 and rescored exactly (assignScreened, as k-means assigns) for
+// a batch of screenMinQueries or more where the CPU has it, else by the
+// quantizer's exact search. Either way a vector's list depends on that
+// vector alone, not on how the vectors are batched.
 func assignLists(q *Flat, x []float32, threads int) ([]int64, error) {
+	d, k := q.d, q.Len()
+	if n := len(x) / d; len(x)%d == 0 && n >= screenMinQueries && q.codes.enc == F32 && useScreenAssign(k) {
+		var cnorm []float32
+		if q.metric == L2 {
+			cnorm = q.norms
+		}
+		assign := make([]int32, n)
+		if _, ok := assignScreened(assign, x, q.codes.f32, cnorm, n, d, k, q.metric, threads); ok {
+			lists := make([]int64, n)
+			for i, a := range assign {
+				lists[i] = q.ID(int(a))
+			}
+			return lists, nil
+		}
+	}
 	_, lists, err := q.search(x, 1, &SearchParams{Threads: threads}, false)
 	return lists, err
 }

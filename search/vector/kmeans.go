@@ -73,8 +73,10 @@ type KMeansResult struct {
 //	assign:  a(x) = argmax_c ⟨x, c⟩  (inner product)  or  argmin_c ‖x − c‖²  (L2)
 //	update:  c ← mean{x : a(x) = c}  (then c ← c/‖c‖ when Spherical)
 //
-// Assignment uses the blocked kernels (points as queries, centroids as
-// rows) on Threads goroutines; the update is FAISS's compute_centroids, a
+// Assignment scores the points against the centroids with the F32 GEMM,
+// or, where the CPU has AMX-BF16, screens them in bfloat16 and rescores
+// the few centroids that can be the best exactly (kmeans_screen.go: the
+// same argmax up to float32 rounding), on Threads goroutines; the update is FAISS's compute_centroids, a
 // serial float32 sum in point order times 1/size, so the result is the same
 // for any thread count. An empty cluster is re-seeded FAISS's way
 // (splitEmpty). With KMeansRandom the subsample, the initial centroids and
@@ -189,6 +191,16 @@ func assignPoints(assign []int32, x, cent []float32, n, d, k int, m Metric, thre
 		cnorm = make([]float32, k)
 		tensor.SquaredNorms(cnorm, cent, d)
 	}
+	if useScreenAssign(k) {
+		if obj, ok := assignScreened(assign, x, cent, cnorm, n, d, k, m, threads); ok {
+			return obj
+		}
+	}
+	return assignGEMM(assign, x, cent, cnorm, n, d, k, m, threads)
+}
+
+// assignGEMM is assignPoints on the F32 GEMM.
+func assignGEMM(assign []int32, x, cent, cnorm []float32, n, d, k int, m Metric, threads int) float64 {
 	// Points per block: up to 768 (GEMM rows), fewer for large k so that
 	// the score block stays under 8 MiB. The block size depends on k only,
 	// so the assignment does not depend on the thread count.

@@ -1,6 +1,7 @@
 package vector
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/cas-engine/cas/internal/vectest"
 )
@@ -253,5 +255,34 @@ for name, k, sph, ip, maxp in [("ip", 64, True, True, 256), ("l2", 100, False, F
 		if same < c.minSame {
 			t.Errorf("%s: %d/6000 points in the same cluster as FAISS's, want ≥ %d", c.name, same, c.minSame)
 		}
+	}
+}
+
+// BenchmarkKMeansAssignCPUTime compares, in process CPU time (best of the
+// iterations, interleaved), the assignment of 9,600 points of E5's width
+// to 1,024 centroids on the F32 GEMM and screened on AMX-BF16 (where the
+// CPU has it).
+//
+//	go test -run '^$' -bench KMeansAssignCPUTime -benchtime 5x ./search/vector/
+func BenchmarkKMeansAssignCPUTime(b *testing.B) {
+	d, n, k := 768, 9600, 1024
+	x := vectest.LowRank(n, d, 48, 1)
+	cent := x[:k*d]
+	assign := make([]int32, n)
+	flops := float64(2 * n * k * d)
+	for _, th := range []int{1, 2} {
+		b.Run(fmt.Sprintf("threads%d", th), func(b *testing.B) {
+			bestG, bestS := time.Duration(1<<62), time.Duration(1<<62)
+			for b.Loop() {
+				bestG = min(bestG, cpuTime(func() { assignGEMM(assign, x, cent, nil, n, d, k, InnerProduct, th) }))
+				if useScreenAssign(k) {
+					bestS = min(bestS, cpuTime(func() { assignScreened(assign, x, cent, nil, n, d, k, InnerProduct, th) }))
+				}
+			}
+			b.ReportMetric(flops/bestG.Seconds()/1e9, "gemm-GFLOP/cpu-s")
+			if useScreenAssign(k) {
+				b.ReportMetric(flops/bestS.Seconds()/1e9, "screened-GFLOP/cpu-s")
+			}
+		})
 	}
 }
