@@ -11,7 +11,7 @@ import (
 // batch row b by b·pad masked keys (and queries), as batched rollouts do.
 type attentionCase struct {
 	b, heads, kv, t, h, bq, bk, pad int
-	causal, randomBias          bool
+	causal, randomBias              bool
 }
 
 func (c attentionCase) String() string {
