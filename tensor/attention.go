@@ -16,10 +16,13 @@ import (
 // values v and an additive bias (0 where a query may see a key, the
 // model's masked score −1e30 where it may not):
 //
-//	s = qs·kᵀ + bias,   o = softmax_s(s)·v,   lse = log Σ_s e^s   (per row)
+//	s = qs·kᵀ + bias,   o = softmax_s(s)·v,   m = max_s s,   l = Σ_s e^(s − m)
 //
-// and for the gradient dO of o, with P = e^(s − lse) recomputed tile by
-// tile from the saved lse and D = Σ_h dO ⊙ o per row:
+// (per row) and for the gradient dO of o, with P = e^(s − m)/l recomputed
+// tile by tile from the saved m and l (FlashAttention-2 saves
+// lse = m + log l; for a row with no unmasked key, −1e30 + log l rounds to
+// −1e30 in float32, and e^(s − lse) would be 1 where the softmax is 1/S)
+// and D = Σ_h dO ⊙ o per row:
 //
 //	dV = Pᵀ·dO,   dS = P ⊙ (dO·vᵀ − D),   dQs = dS·k,   dK = dSᵀ·qs.
 //
@@ -40,7 +43,7 @@ const AttentionMaskedBias = -1e29
 //	                                          r = Heads/KVHeads, j < KVHeads
 //	k, v     [Batch, S, KVHeads, HeadDim]
 //	bias     [Batch, T, S]                    broadcast over heads
-//	fwd      [Batch, KVHeads, T, r, HeadDim+1]  o then lse in each row
+//	fwd      [Batch, KVHeads, T, r, HeadDim+2]  o, m, l in each row
 //	grads    [Batch, KVHeads, T, r+2, HeadDim]  dQs rows i < r, then dK, dV at
 //	                                          row t of the key axis (needs S = T)
 type Attention struct {
@@ -141,14 +144,14 @@ func (a *Attention) scores(s, q []float32, m int, k, bias []float32, b, j, t0, s
 	}
 }
 
-// Forward writes fwd (o and lse) for qs, k, v and bias (layouts on
+// Forward writes fwd (o, m and l) for qs, k, v and bias (layouts on
 // Attention).
 func (a *Attention) Forward(fwd, qs, k, v, bias []float32) {
 	h, kv := a.HeadDim, a.KVHeads
 	a.check("Forward", map[string][2]int{
 		"qs": {len(qs), a.Batch * a.T * a.Heads * h}, "k": {len(k), a.Batch * a.S * kv * h},
 		"v": {len(v), a.Batch * a.S * kv * h}, "bias": {len(bias), a.Batch * a.T * a.S},
-		"fwd": {len(fwd), a.Batch * a.T * a.Heads * (h + 1)}})
+		"fwd": {len(fwd), a.Batch * a.T * a.Heads * (h + 2)}})
 	r := a.groups()
 	if len(fwd) == 0 {
 		return
@@ -194,16 +197,16 @@ func (a *Attention) Forward(fwd, qs, k, v, bias []float32) {
 					B: Operand{F32: v, Offset: ((b*a.S+s0)*kv + j) * h, RowStride: kv * h, ColStride: 1}}
 				g.mustRun(acc[:m*h])
 			}
-			base := ((b*kv+j)*a.T + t0) * r * (h + 1)
+			base := ((b*kv+j)*a.T + t0) * r * (h + 2)
 			for row := range m {
-				dst := fwd[base+row*(h+1) : base+(row+1)*(h+1)]
+				dst := fwd[base+row*(h+2) : base+(row+1)*(h+2)]
 				if a.S == 0 {
 					clear(dst[:h])
-					dst[h] = float32(math.Inf(-1))
+					dst[h], dst[h+1] = float32(math.Inf(-1)), 0
 					continue
 				}
 				vek32.MulNumber_Into(dst[:h], acc[row*h:(row+1)*h], 1/l[row])
-				dst[h] = mx[row] + float32(math.Log(float64(l[row])))
+				dst[h], dst[h+1] = mx[row], l[row]
 			}
 		}
 	})
@@ -217,7 +220,7 @@ func (a *Attention) Backward(grads, qs, k, v, bias, fwd, dO []float32) {
 	a.check("Backward", map[string][2]int{
 		"qs": {len(qs), a.Batch * a.T * a.Heads * h}, "k": {len(k), a.Batch * a.S * kv * h},
 		"v": {len(v), a.Batch * a.S * kv * h}, "bias": {len(bias), a.Batch * a.T * a.S},
-		"fwd": {len(fwd), a.Batch * a.T * a.Heads * (h + 1)}, "dO": {len(dO), a.Batch * a.T * a.Heads * h},
+		"fwd": {len(fwd), a.Batch * a.T * a.Heads * (h + 2)}, "dO": {len(dO), a.Batch * a.T * a.Heads * h},
 		"grads": {len(grads), a.Batch * kv * a.T * (a.groups() + 2) * h}})
 	if a.S != a.T {
 		panic(fmt.Sprintf("tensor.Attention.Backward: S = %d must equal T = %d", a.S, a.T))
@@ -234,7 +237,8 @@ func (a *Attention) Backward(grads, qs, k, v, bias, fwd, dO []float32) {
 		q := make([]float32, mMax*h)
 		do := make([]float32, mMax*h)
 		dq := make([]float32, mMax*h)
-		lse := make([]float32, mMax)
+		mx := make([]float32, mMax)
+		inv := make([]float32, mMax)
 		d := make([]float32, mMax)
 		w0 := min(bk, a.S)
 		p := make([]float32, mMax*w0)
@@ -251,10 +255,10 @@ func (a *Attention) Backward(grads, qs, k, v, bias, fwd, dO []float32) {
 				m := (t1 - t0) * r
 				a.loadRows(q, qs, b, j, t0, t1)
 				a.loadRows(do, dO, b, j, t0, t1)
-				fbase := ((b*kv+j)*a.T + t0) * r * (h + 1)
+				fbase := ((b*kv+j)*a.T + t0) * r * (h + 2)
 				for row := range m {
-					f := fwd[fbase+row*(h+1) : fbase+(row+1)*(h+1)]
-					lse[row] = f[h]
+					f := fwd[fbase+row*(h+2) : fbase+(row+1)*(h+2)]
+					mx[row], inv[row] = f[h], 1/f[h+1]
 					d[row] = Dot(do[row*h:(row+1)*h], f[:h])
 				}
 				clear(dq[:m*h])
@@ -265,8 +269,9 @@ func (a *Attention) Backward(grads, qs, k, v, bias, fwd, dO []float32) {
 					a.scores(p, q, m, k, bias, b, j, t0, s0, s1)
 					for row := range m {
 						pr := p[row*w : (row+1)*w]
-						vek32.SubNumber_Inplace(pr, lse[row])
+						vek32.SubNumber_Inplace(pr, mx[row])
 						Exp(pr, pr)
+						vek32.MulNumber_Inplace(pr, inv[row])
 					}
 					kvOff := ((b*a.S+s0)*kv + j) * h
 					// dV[s0:s1] += Pᵀ·dO

@@ -54,7 +54,7 @@ func attentionInputs(r *rand.Rand, c attentionCase) (qs, k, v, bias, dO []float3
 // from the materialised scores, with the layouts of Attention.
 func refAttention(c attentionCase, qs, k, v, bias, dO []float32) (fwd, grads []float64) {
 	r, h, kv, T := c.heads/c.kv, c.h, c.kv, c.t
-	fwd = make([]float64, c.b*T*c.heads*(h+1))
+	fwd = make([]float64, c.b*T*c.heads*(h+2))
 	grads = make([]float64, c.b*kv*T*(r+2)*h)
 	for b := range c.b {
 		for j := range kv {
@@ -80,21 +80,17 @@ func refAttention(c attentionCase, qs, k, v, bias, dO []float32) (fwd, grads []f
 					for s := range sc {
 						sum += math.Exp(sc[s] - m)
 					}
-					// lse is saved as float32 (the graph's): for a row with no
-					// unmasked key, −1e30 + log T rounds to −1e30 and the
-					// backward's e^(s − lse) is 1, as in float32.
-					lse := float64(float32(m + math.Log(sum)))
 					o := make([]float64, h)
 					p := make([]float64, T)
 					for s := range T {
+						p[s] = math.Exp(sc[s]-m) / sum
 						for x := range h {
-							o[x] += math.Exp(sc[s]-m) / sum * float64(vrow(s)[x])
+							o[x] += p[s] * float64(vrow(s)[x])
 						}
-						p[s] = math.Exp(sc[s] - lse)
 					}
-					f := fwd[(((b*kv+j)*T+t)*r+i)*(h+1):]
+					f := fwd[(((b*kv+j)*T+t)*r+i)*(h+2):]
 					copy(f, o)
-					f[h] = lse
+					f[h], f[h+1] = m, sum
 					dd := 0.0
 					for x := range h {
 						dd += float64(dorow(t)[x]) * o[x]
@@ -140,7 +136,7 @@ func TestAttentionMatchesReference(t *testing.T) {
 		t.Run(c.String(), func(t *testing.T) {
 			qs, k, v, bias, dO := attentionInputs(rng, c)
 			a := &Attention{Batch: c.b, Heads: c.heads, KVHeads: c.kv, T: c.t, S: c.t, HeadDim: c.h, QueryTile: c.bq, KeyTile: c.bk, Workers: 2}
-			fwd := make([]float32, c.b*c.t*c.heads*(c.h+1))
+			fwd := make([]float32, c.b*c.t*c.heads*(c.h+2))
 			a.Forward(fwd, qs, k, v, bias)
 			grads := make([]float32, c.b*c.kv*c.t*(c.heads/c.kv+2)*c.h)
 			a.Backward(grads, qs, k, v, bias, fwd, dO)
@@ -189,7 +185,7 @@ func BenchmarkAttention(b *testing.B) {
 	c := attentionCase{b: 8, heads: 8, kv: 2, t: 256, h: 64, causal: true}
 	qs, k, v, bias, dO := attentionInputs(rand.New(rand.NewPCG(1, 2)), c)
 	a := &Attention{Batch: c.b, Heads: c.heads, KVHeads: c.kv, T: c.t, S: c.t, HeadDim: c.h}
-	fwd := make([]float32, c.b*c.t*c.heads*(c.h+1))
+	fwd := make([]float32, c.b*c.t*c.heads*(c.h+2))
 	grads := make([]float32, c.b*c.kv*c.t*(c.heads/c.kv+2)*c.h)
 	b.Run("forward", func(b *testing.B) {
 		for range b.N {
