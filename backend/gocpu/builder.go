@@ -70,6 +70,11 @@ type node struct {
 	// label names a fused op (fuse_softmax.go) in profiles and errors.
 	reduceAxes []int
 	label      string
+	// dotAxes are a custom DotGeneral's lhs contracting, lhs batch, rhs
+	// contracting and rhs batch axes, and perm a custom Transpose's
+	// permutation (read by fuse_attention.go).
+	dotAxes [4][]int
+	perm    []int
 }
 
 func newBuilder(be *Backend, name string) *Builder {

@@ -203,11 +203,19 @@ func rowDotOperands(v *value) (a, b *value) {
 }
 
 // isZeroTerm reports whether v is a straight-through zero: Sub(x, x), or
-// a ReduceSum of one.
+// a ReduceSum, Reshape or BroadcastInDim of one (model/vjp's Attention
+// spreads the keys' term over the query heads).
 func isZeroTerm(v *value) bool {
 	n := v.node
-	if n.opType == backends.OpTypeReduceSum && len(n.inputs) == 1 {
-		n = n.inputs[0].node
+	for len(n.inputs) == 1 {
+		switch {
+		case n.opType == backends.OpTypeReduceSum, n.opType == backends.OpTypeReshape:
+			n = n.inputs[0].node
+		case n.opType == backends.OpTypeBroadcastInDim && n.bcastFrom != nil:
+			n = n.bcastFrom.node
+		default:
+			return false
+		}
 	}
 	return n.opType == backends.OpTypeSub && len(n.inputs) == 2 && n.inputs[0] == n.inputs[1]
 }

@@ -34,7 +34,7 @@ func refAttention(q, k, v, bias *graph.Node, scale float64) *graph.Node {
 func TestAttentionGradient(t *testing.T) {
 	cases := []struct {
 		b, heads, kv, t, h, pad int
-		randomBias             bool
+		randomBias              bool
 	}{
 		{1, 1, 1, 1, 4, 0, false},
 		{2, 4, 2, 1, 8, 0, false},
