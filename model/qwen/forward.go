@@ -192,9 +192,19 @@ func HiddenStates(ctx *context.Context, c *Config, ids, mask *graph.Node) *graph
 	return hiddenStates(c, w, ids, mask)
 }
 
+// hiddenStates runs the model over a whole sequence (no KV cache). In
+// float32 its attention is vjp.Attention, whose forward and closed-form
+// backward the gocpu backend runs as blocked kernels that never write the
+// [B, H, T, T] scores (backend/gocpu/fuse_attention.go); in other compute
+// dtypes, and in the KV-cache step graph (decoding), it is attend.
 func hiddenStates(c *Config, w *weights, ids, mask *graph.Node) *graph.Node {
 	bias := maskBias(causalAllowed(mask), w.Embed.DType())
 	return decoder(c, w, graph.ConvertDType(ids, dtypes.Int32), positionsFromMask(mask), func(_ int, q, k, v *graph.Node) *graph.Node {
+		if q.DType() == dtypes.Float32 {
+			dims := q.Shape().Dimensions
+			o := vjp.Attention(q, k, v, bias, 1/math.Sqrt(float64(c.HeadDim))) // [B, T, H, h]
+			return graph.Reshape(o, dims[0], dims[1], dims[2]*dims[3])
+		}
 		keys := graph.TransposeAllAxes(k, 0, 2, 1, 3)   // [B, k, S, h]
 		values := graph.TransposeAllAxes(v, 0, 2, 3, 1) // [B, k, h, S]
 		return attend(c, q, keys, values, bias)
