@@ -772,18 +772,6 @@ func (b *Builder) Sin(x backends.Op) (backends.Op, error) {
 	})
 }
 
-// Slice implements backends.Builder by recording the op for the pure-Go backend.
-func (b *Builder) Slice(x backends.Op, starts []int, limits []int, strides []int) (backends.Op, error) {
-	starts = slices.Clone(starts)
-	limits = slices.Clone(limits)
-	strides = slices.Clone(strides)
-	var ins []backends.Op
-	ins = append(ins, x)
-	return b.record1(backends.OpTypeSlice, ins, func(sb backends.Builder, in []backends.Op) (backends.Op, error) {
-		return sb.Slice(in[0], starts, limits, strides)
-	})
-}
-
 // Tanh implements backends.Builder by recording the op for the pure-Go backend.
 func (b *Builder) Tanh(x backends.Op) (backends.Op, error) {
 	var ins []backends.Op
