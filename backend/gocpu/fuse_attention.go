@@ -32,20 +32,6 @@ import (
 // The kernel reads qs, k, v, bias and dO in place; the ops of the unfused
 // chains, left without readers, are dropped at Compile.
 
-// Concatenate implements backends.Builder: the fused attention's forward
-// and backward (see above), otherwise recorded for the pure-Go backend.
-func (b *Builder) Concatenate(axis int, operands ...backends.Op) (backends.Op, error) {
-	ins := slices.Clone(operands)
-	if vs, err := b.checkOps("Concatenate", ins); err == nil && !b.backend.plain {
-		if op, ok, err := b.fuseAttention(axis, vs); ok || err != nil {
-			return op, err
-		}
-	}
-	return b.record1(backends.OpTypeConcatenate, ins, func(sb backends.Builder, in []backends.Op) (backends.Op, error) {
-		return sb.Concatenate(axis, in...)
-	})
-}
-
 // attentionDims are the sizes of one fused attention.
 type attentionDims struct{ b, heads, kv, t, s, h int }
 
