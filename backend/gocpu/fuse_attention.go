@@ -195,7 +195,9 @@ func (b *Builder) fuseAttentionBackward(vs []*value) (backends.Op, bool, error) 
 	dO := reshapeSource(tn.inputs[0])
 	fd := fwd.shape.Dimensions // [B, kv, T, r, h+2]
 	d := attentionDims{b: fd[0], kv: fd[1], t: fd[2], heads: fd[1] * fd[3], h: fd[4] - 2, s: fk.shape.Dimensions[1]}
-	if d.s != d.t || !isF32(dO, d.b, d.t, d.heads, d.h) && !isF32(dO, d.b, d.t, d.kv, d.heads/d.kv, d.h) {
+	// dO's elements are in [B, T, H, h] order whatever Reshapes it went
+	// through (in the model it is the gradient of o reshaped to [B, T, H·h]).
+	if d.s != d.t || dO.shape.DType != dtypes.Float32 || dO.shape.Size() != d.b*d.t*d.heads*d.h {
 		return nil, false, nil
 	}
 	out := shapes.Make(dtypes.Float32, d.b, d.kv, d.t, d.heads/d.kv+2, d.h)

@@ -45,12 +45,19 @@ func TestFusedAttention(t *testing.T) {
 			args := []*tensors.Tensor{
 				randTensor(r, dtypes.Float32, c.b, c.t, c.heads, c.h), randTensor(r, dtypes.Float32, c.b, c.t, c.kv, c.h),
 				randTensor(r, dtypes.Float32, c.b, c.t, c.kv, c.h), tensors.FromFlatDataAndDimensions(bias, c.b, c.t, c.t),
-				randTensor(r, dtypes.Float32, c.b, c.t, c.heads, c.h),
+				randTensor(r, dtypes.Float32, c.b, c.t, c.heads, c.h), randTensor(r, dtypes.Float32, c.heads*c.h, 7),
 			}
 			fn := func(in []*graph.Node) []*graph.Node {
 				o := vjp.Attention(in[0], in[1], in[2], in[3], 1/math.Sqrt(float64(c.h)))
-				// A loss whose adjoint varies: Σ o ⊙ w ⊙ cos(o).
+				// A loss whose adjoint varies: Σ o ⊙ w ⊙ cos(o), or, as in
+				// the model, through an output projection of o reshaped to
+				// [B, T, H·h]: Σ cos(o·W) (dO then arrives as a Reshape of
+				// a [B, T, H·h] gradient).
 				loss := graph.ReduceAllSum(graph.Mul(graph.Mul(o, in[4]), graph.Cos(o)))
+				if c.t%2 == 1 {
+					proj := graph.Einsum("btd,de->bte", graph.Reshape(o, c.b, c.t, c.heads*c.h), in[5])
+					loss = graph.ReduceAllSum(graph.Cos(proj))
+				}
 				return append([]*graph.Node{o}, graph.Gradient(loss, in[0], in[1], in[2])...)
 			}
 			rec := &planRecorder{Backend: fastOnce().(*Backend)}
