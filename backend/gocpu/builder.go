@@ -71,10 +71,12 @@ type node struct {
 	reduceAxes []int
 	label      string
 	// dotAxes are a custom DotGeneral's lhs contracting, lhs batch, rhs
-	// contracting and rhs batch axes, and perm a custom Transpose's
-	// permutation (read by fuse_attention.go).
-	dotAxes [4][]int
-	perm    []int
+	// contracting and rhs batch axes, perm a custom Transpose's
+	// permutation (read by fuse_attention.go) and sliceStarts a Slice's
+	// start indices (fuse_rope.go).
+	dotAxes     [4][]int
+	perm        []int
+	sliceStarts []int
 }
 
 func newBuilder(be *Backend, name string) *Builder {

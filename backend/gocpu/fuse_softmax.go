@@ -50,8 +50,9 @@ func (b *Builder) Identity(x backends.Op) (backends.Op, error) {
 }
 
 // fuseBinary applies the softmax rewrites to Add, Mul and Div of float32
-// operands, and the SwiGLU and RMSNorm-gradient ones (fuse_swiglu.go,
-// fuse_rmsnorm.go) to Mul; ok reports whether it did.
+// operands, the SwiGLU and RMSNorm-gradient ones (fuse_swiglu.go,
+// fuse_rmsnorm.go) to Mul and the rotary embedding's (fuse_rope.go) to Add
+// and Sub; ok reports whether it did.
 func (b *Builder) fuseBinary(op backends.OpType, lhs, rhs *value) (backends.Op, bool, error) {
 	if b.backend.plain || lhs.shape.DType != dtypes.Float32 || rhs.shape.DType != dtypes.Float32 {
 		return nil, false, nil
@@ -63,6 +64,13 @@ func (b *Builder) fuseBinary(op backends.OpType, lhs, rhs *value) (backends.Op, 
 			if isZeroTerm(v) && v.shape.Equal(other.shape) {
 				return other, true, nil
 			}
+		}
+		if op, ok, err := b.fuseRope(lhs, rhs); ok || err != nil {
+			return op, ok, err
+		}
+	case backends.OpTypeSub:
+		if op, ok, err := b.fuseRopeGrad(lhs, rhs); ok || err != nil {
+			return op, ok, err
 		}
 	case backends.OpTypeDiv:
 		if x := softmaxInput(lhs, rhs); x != nil {

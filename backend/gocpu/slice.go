@@ -33,7 +33,7 @@ func (b *Builder) Slice(x backends.Op, starts, limits, strides []int) (backends.
 	}
 	if b.backend.plain || !unit || len(starts) != vs[0].shape.Rank() ||
 		(vs[0].node.kind != kindCustom && out.Size() < sliceMinCustom) {
-		return b.addShadowNode(&node{kind: kindDelegate, opType: backends.OpTypeSlice, inputs: vs, replay: replay}, so)
+		return b.addShadowNode(&node{kind: kindDelegate, opType: backends.OpTypeSlice, inputs: vs, replay: replay, sliceStarts: starts}, so)
 	}
 	st := rowMajorStrides(vs[0].shape.Dimensions)
 	off := 0
@@ -52,7 +52,7 @@ func (b *Builder) Slice(x backends.Op, starts, limits, strides []int) (backends.
 		}
 		return buf, -1, nil
 	}
-	return b.addShadowNode(&node{kind: kindCustom, opType: backends.OpTypeSlice, inputs: vs, exec: exec}, so)
+	return b.addShadowNode(&node{kind: kindCustom, opType: backends.OpTypeSlice, inputs: vs, exec: exec, sliceStarts: starts}, so)
 }
 
 // Concatenate implements backends.Builder: the fused attention's forward

@@ -17,7 +17,8 @@ import (
 
 // TestFusedAttentionMatchesPlain: the golden models' token log-probs and
 // the gradients of their sum with respect to every weight, on gocpu (the
-// attention as the blocked flash-style kernel, forward and backward) and
+// attention as the blocked flash-style kernel, forward and backward, and
+// the rotary embedding fused) and
 // on the pure-Go backend (the same graph unfused), over the golden
 // batch, whose rows are left-padded (padded queries see no key), agree to
 // 2e-4 of each tensor's largest entry.

@@ -70,18 +70,10 @@ func ropeTables(pos *graph.Node, headDim int, theta float64) (cos, sin *graph.No
 
 // applyRope rotates x [B, T, n, h] by the tables of ropeTables:
 // x·cos + rotate_half(x)·sin, with rotate_half(x) = [−x₂, x₁] for the halves
-// x₁, x₂ of the head. rotate_half is a 2×2 contraction over the halves
-// (not slicing), so the gradient of this op needs no Pad, which the pure-Go
-// backend lacks.
+// x₁, x₂ of the head, as vjp.Rope (its gradient written directly; gocpu
+// runs each as one pass).
 func applyRope(x, cos, sin *graph.Node) *graph.Node {
-	dims := x.Shape().Dimensions
-	b, t, n, h := dims[0], dims[1], dims[2], dims[3]
-	halves := graph.Reshape(x, b, t, n, 2, h/2)                                            // [B, T, n, 2, h/2]
-	rot := graph.Const(x.Graph(), [][]float32{{0, -1}, {1, 0}})                            // rot[i][j]: out half i from in half j
-	rotated := graph.Einsum("btnjh,ij->btnih", halves, graph.ConvertDType(rot, x.DType())) // [B, T, n, 2, h/2]
-	rotated = graph.Reshape(rotated, b, t, n, h)
-	cos, sin = graph.ConvertDType(cos, x.DType()), graph.ConvertDType(sin, x.DType())
-	return graph.Add(graph.Mul(x, cos), graph.Mul(rotated, sin))
+	return vjp.Rope(x, graph.ConvertDType(cos, x.DType()), graph.ConvertDType(sin, x.DType()))
 }
 
 // attend is grouped-query attention (Ainslie et al. 2023) over keys
