@@ -62,17 +62,7 @@ func BenchmarkFused(b *testing.B) {
 				if c.inputs == 2 {
 					args = []any{x, y, w}
 				}
-				run := func() {
-					for _, o := range exec.MustExec(args...) {
-						o.FinalizeAll()
-					}
-				}
-				run() // compile
-				t0 := cputime.Process()
-				for b.Loop() {
-					run()
-				}
-				b.ReportMetric((cputime.Process()-t0).Seconds()/float64(b.N)*1e3, "cpu-ms/op")
+				benchCPU(b, exec, args...)
 			})
 		}
 	}
@@ -119,17 +109,7 @@ func BenchmarkFusedAttention(b *testing.B) {
 				out := c.f(in[0], in[1], in[2], in[3])
 				return append([]*graph.Node{out}, graph.Gradient(graph.ReduceAllSum(graph.Mul(out, in[4])), in[:3]...)...)
 			})
-			run := func() {
-				for _, o := range exec.MustExec(q, k, v, biasT, w) {
-					o.FinalizeAll()
-				}
-			}
-			run() // compile
-			t0 := cputime.Process()
-			for b.Loop() {
-				run()
-			}
-			b.ReportMetric((cputime.Process()-t0).Seconds()/float64(b.N)*1e3, "cpu-ms/op")
+			benchCPU(b, exec, q, k, v, biasT, w)
 		})
 	}
 }
@@ -161,17 +141,23 @@ func BenchmarkFusedRope(b *testing.B) {
 				out := c.f(in[0], cos, sin)
 				return []*graph.Node{out, graph.Gradient(graph.ReduceAllSum(graph.Mul(out, in[2])), in[0])[0]}
 			})
-			run := func() {
-				for _, o := range exec.MustExec(x, angles, w) {
-					o.FinalizeAll()
-				}
-			}
-			run() // compile
-			t0 := cputime.Process()
-			for b.Loop() {
-				run()
-			}
-			b.ReportMetric((cputime.Process()-t0).Seconds()/float64(b.N)*1e3, "cpu-ms/op")
+			benchCPU(b, exec, x, angles, w)
 		})
 	}
+}
+
+// benchCPU runs exec on args once (compiling it), then b.N times, and
+// reports the process CPU milliseconds per execution.
+func benchCPU(b *testing.B, exec *graph.Exec, args ...any) {
+	run := func() {
+		for _, o := range exec.MustExec(args...) {
+			o.FinalizeAll()
+		}
+	}
+	run()
+	t0 := cputime.Process()
+	for b.Loop() {
+		run()
+	}
+	b.ReportMetric((cputime.Process()-t0).Seconds()/float64(b.N)*1e3, "cpu-ms/op")
 }
