@@ -1,6 +1,7 @@
 package tensor
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"testing"
@@ -10,13 +11,19 @@ import (
 // (which other processes on a shared machine do not inflate), the blocked
 // kernel (Attention.Forward, Backward) with the unfused computation the
 // model's graph made before it, on one 25M layer (8 rows × 256 tokens, 8
-// query heads in 2 KV groups of 64, causal): the [B, H, T, T] scores
+// query heads in 2 KV groups of 64, causal; and 2 rows × 1,024 tokens, the
+// same number of tokens with 4× longer rows): the [B, H, T, T] scores
 // written by a GEMM per head, the bias added, SoftmaxRows, the product
 // with v; backward the four GEMMs and SoftmaxGradRows. CPU ms per layer:
 //
 //	go test -run '^$' -bench AttentionCPUTime -benchtime 5x ./tensor/
 func BenchmarkAttentionCPUTime(b *testing.B) {
-	c := attentionCase{b: 8, heads: 8, kv: 2, t: 256, h: 64, causal: true}
+	for _, c := range []attentionCase{{b: 8, heads: 8, kv: 2, t: 256, h: 64, causal: true}, {b: 2, heads: 8, kv: 2, t: 1024, h: 64, causal: true}} {
+		b.Run(fmt.Sprintf("B%d_T%d", c.b, c.t), func(b *testing.B) { benchAttentionCPUTime(b, c) })
+	}
+}
+
+func benchAttentionCPUTime(b *testing.B, c attentionCase) {
 	qs, k, v, bias, dO := attentionInputs(rand.New(rand.NewPCG(1, 2)), c)
 	B, H, kv, T, h := c.b, c.heads, c.kv, c.t, c.h
 	r := H / kv
