@@ -84,6 +84,22 @@ func (a *Attention) check(what string, lens map[string][2]int) {
 	}
 }
 
+// lengths pairs the lengths of the forward's operands with the lengths
+// their layouts need (for check).
+func (a *Attention) lengths(qs, k, v, bias, fwd []float32) map[string][2]int {
+	h, kv := a.HeadDim, a.KVHeads
+	return map[string][2]int{
+		"qs": {len(qs), a.Batch * a.T * a.Heads * h}, "k": {len(k), a.Batch * a.S * kv * h},
+		"v": {len(v), a.Batch * a.S * kv * h}, "bias": {len(bias), a.Batch * a.T * a.S},
+		"fwd": {len(fwd), a.Batch * a.T * a.Heads * (h + 2)}}
+}
+
+// plan returns the tiles, the number of query tiles and their key spans.
+func (a *Attention) plan(bias []float32) (bq, bk, nq int, spans [][2]int) {
+	bq, bk = a.tiles()
+	return bq, bk, (a.T + bq - 1) / bq, a.keySpans(bias, bq)
+}
+
 // keySpans returns, for each batch row and query tile, the key range
 // [lo, hi) outside which every bias entry of the tile's rows is masked;
 // [0, S) when a row of the tile has no unmasked key.
@@ -153,17 +169,12 @@ func (a *Attention) scores(s, q []float32, m int, k, bias []float32, b, j, t0, s
 // Attention).
 func (a *Attention) Forward(fwd, qs, k, v, bias []float32) {
 	h, kv := a.HeadDim, a.KVHeads
-	a.check("Forward", map[string][2]int{
-		"qs": {len(qs), a.Batch * a.T * a.Heads * h}, "k": {len(k), a.Batch * a.S * kv * h},
-		"v": {len(v), a.Batch * a.S * kv * h}, "bias": {len(bias), a.Batch * a.T * a.S},
-		"fwd": {len(fwd), a.Batch * a.T * a.Heads * (h + 2)}})
+	a.check("Forward", a.lengths(qs, k, v, bias, fwd))
 	r := a.groups()
 	if len(fwd) == 0 {
 		return
 	}
-	bq, bk := a.tiles()
-	nq := (a.T + bq - 1) / bq
-	spans := a.keySpans(bias, bq)
+	bq, bk, nq, spans := a.plan(bias)
 	ParallelFor(a.Batch*kv*nq, a.Workers, 1, func(_, lo, hi int) {
 		mMax := bq * r
 		q := make([]float32, mMax*h)
@@ -222,11 +233,10 @@ func (a *Attention) Forward(fwd, qs, k, v, bias []float32) {
 // dQs is the gradient with respect to qs (the scaled queries).
 func (a *Attention) Backward(grads, qs, k, v, bias, fwd, dO []float32) {
 	h, kv := a.HeadDim, a.KVHeads
-	a.check("Backward", map[string][2]int{
-		"qs": {len(qs), a.Batch * a.T * a.Heads * h}, "k": {len(k), a.Batch * a.S * kv * h},
-		"v": {len(v), a.Batch * a.S * kv * h}, "bias": {len(bias), a.Batch * a.T * a.S},
-		"fwd": {len(fwd), a.Batch * a.T * a.Heads * (h + 2)}, "dO": {len(dO), a.Batch * a.T * a.Heads * h},
-		"grads": {len(grads), a.Batch * kv * a.T * (a.groups() + 2) * h}})
+	lens := a.lengths(qs, k, v, bias, fwd)
+	lens["dO"] = [2]int{len(dO), a.Batch * a.T * a.Heads * h}
+	lens["grads"] = [2]int{len(grads), a.Batch * kv * a.T * (a.groups() + 2) * h}
+	a.check("Backward", lens)
 	if a.S != a.T {
 		panic(fmt.Sprintf("tensor.Attention.Backward: S = %d must equal T = %d", a.S, a.T))
 	}
@@ -234,9 +244,7 @@ func (a *Attention) Backward(grads, qs, k, v, bias, fwd, dO []float32) {
 	if len(grads) == 0 {
 		return
 	}
-	bq, bk := a.tiles()
-	nq := (a.T + bq - 1) / bq
-	spans := a.keySpans(bias, bq)
+	bq, bk, nq, spans := a.plan(bias)
 	ParallelFor(a.Batch*kv, a.Workers, 1, func(_, lo, hi int) {
 		mMax := bq * r
 		q := make([]float32, mMax*h)
