@@ -70,6 +70,13 @@ type node struct {
 	// label names a fused op (fuse_softmax.go) in profiles and errors.
 	reduceAxes []int
 	label      string
+	// dotAxes are a custom DotGeneral's lhs contracting, lhs batch, rhs
+	// contracting and rhs batch axes, perm a custom Transpose's
+	// permutation (read by fuse_attention.go) and sliceStarts a Slice's
+	// start indices (fuse_rope.go).
+	dotAxes     [4][]int
+	perm        []int
+	sliceStarts []int
 }
 
 func newBuilder(be *Backend, name string) *Builder {

@@ -21,13 +21,18 @@
 //     (AVX-512 for Exp, Logistic's division and a last-axis ReduceMax), and
 //     Transpose and BroadcastInDim of any dtype;
 //   - DynamicSlice, DynamicUpdateSlice (in place when the operand is not
-//     used afterwards) and Pad, of any dtype;
+//     used afterwards) and Pad, of any dtype; Slice with unit strides and
+//     Concatenate, of any dtype, when an operand is a custom op's result or
+//     the output is large (slice.go);
 //   - fused kernels of package tensor, recognised from the op chains GoMLX
 //     emits: the last-axis softmax of graph.Softmax and the gradient
 //     p ⊙ (g − Σ g⊙p) (fuse_softmax.go), silu(g) ⊙ u and its gradients
 //     (fuse_swiglu.go), sums over the last axis of a product of one shape
 //     as row dot products and the RMSNorm input gradient
-//     r ⊙ (g − y ⊙ c) (fuse_rmsnorm.go); the gradients in the forms
+//     r ⊙ (g − y ⊙ c) (fuse_rmsnorm.go), grouped-query causal attention
+//     forward and backward as one blocked flash-style kernel each, which
+//     never writes the [B, H, T, T] scores (fuse_attention.go,
+//     tensor.Attention); the gradients in the forms
 //     model/vjp writes them as custom VJPs, each carried by a
 //     straight-through term x − StopGradient(x), which this backend
 //     drops (so p + (x − x) is p even where x is not finite). Identity,

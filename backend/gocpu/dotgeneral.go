@@ -61,7 +61,11 @@ func (b *Builder) DotGeneral(lhsOp backends.Op, lhsContractingAxes, lhsBatchAxes
 		return nil, fmt.Errorf("DotGeneral(lhs=%s, contracting=%v, batch=%v; rhs=%s, contracting=%v, batch=%v): %w",
 			lhs.shape, lhsContractingAxes, lhsBatchAxes, rhs.shape, rhsContractingAxes, rhsBatchAxes, err)
 	}
-	return b.addCustom(backends.OpTypeDotGeneral, vs, p.out, p.exec)
+	op, err := b.addCustom(backends.OpTypeDotGeneral, vs, p.out, p.exec)
+	if err == nil {
+		op.(*value).node.dotAxes = [4][]int{lc, lb, rc, rb}
+	}
+	return op, err
 }
 
 // Dot implements backends.Builder with simplego's semantics: vector·vector,

@@ -674,7 +674,7 @@ func (b *Builder) Transpose(x backends.Op, permutation ...int) (backends.Op, err
 		}
 		return buf, -1, nil
 	}
-	return b.addShadowNode(&node{kind: kindCustom, opType: backends.OpTypeTranspose, inputs: vs, exec: exec}, so)
+	return b.addShadowNode(&node{kind: kindCustom, opType: backends.OpTypeTranspose, inputs: vs, exec: exec, perm: perm}, so)
 }
 
 // isIdentityPerm reports whether perm leaves every axis in place.

@@ -50,8 +50,9 @@ func (b *Builder) Identity(x backends.Op) (backends.Op, error) {
 }
 
 // fuseBinary applies the softmax rewrites to Add, Mul and Div of float32
-// operands, and the SwiGLU and RMSNorm-gradient ones (fuse_swiglu.go,
-// fuse_rmsnorm.go) to Mul; ok reports whether it did.
+// operands, the SwiGLU and RMSNorm-gradient ones (fuse_swiglu.go,
+// fuse_rmsnorm.go) to Mul and the rotary embedding's (fuse_rope.go) to Add
+// and Sub; ok reports whether it did.
 func (b *Builder) fuseBinary(op backends.OpType, lhs, rhs *value) (backends.Op, bool, error) {
 	if b.backend.plain || lhs.shape.DType != dtypes.Float32 || rhs.shape.DType != dtypes.Float32 {
 		return nil, false, nil
@@ -63,6 +64,13 @@ func (b *Builder) fuseBinary(op backends.OpType, lhs, rhs *value) (backends.Op, 
 			if isZeroTerm(v) && v.shape.Equal(other.shape) {
 				return other, true, nil
 			}
+		}
+		if op, ok, err := b.fuseRope(lhs, rhs); ok || err != nil {
+			return op, ok, err
+		}
+	case backends.OpTypeSub:
+		if op, ok, err := b.fuseRopeGrad(lhs, rhs); ok || err != nil {
+			return op, ok, err
 		}
 	case backends.OpTypeDiv:
 		if x := softmaxInput(lhs, rhs); x != nil {
@@ -203,11 +211,19 @@ func rowDotOperands(v *value) (a, b *value) {
 }
 
 // isZeroTerm reports whether v is a straight-through zero: Sub(x, x), or
-// a ReduceSum of one.
+// a ReduceSum, Reshape or BroadcastInDim of one (model/vjp's Attention
+// spreads the keys' term over the query heads).
 func isZeroTerm(v *value) bool {
 	n := v.node
-	if n.opType == backends.OpTypeReduceSum && len(n.inputs) == 1 {
-		n = n.inputs[0].node
+	for len(n.inputs) == 1 {
+		switch {
+		case n.opType == backends.OpTypeReduceSum, n.opType == backends.OpTypeReshape:
+			n = n.inputs[0].node
+		case n.opType == backends.OpTypeBroadcastInDim && n.bcastFrom != nil:
+			n = n.bcastFrom.node
+		default:
+			return false
+		}
 	}
 	return n.opType == backends.OpTypeSub && len(n.inputs) == 2 && n.inputs[0] == n.inputs[1]
 }

@@ -187,15 +187,6 @@ func (b *Builder) Complex(lhs backends.Op, rhs backends.Op) (backends.Op, error)
 	})
 }
 
-// Concatenate implements backends.Builder by recording the op for the pure-Go backend.
-func (b *Builder) Concatenate(axis int, operands ...backends.Op) (backends.Op, error) {
-	var ins []backends.Op
-	ins = append(ins, operands...)
-	return b.record1(backends.OpTypeConcatenate, ins, func(sb backends.Builder, in []backends.Op) (backends.Op, error) {
-		return sb.Concatenate(axis, in[0:0+len(operands)]...)
-	})
-}
-
 // Conj implements backends.Builder by recording the op for the pure-Go backend.
 func (b *Builder) Conj(x backends.Op) (backends.Op, error) {
 	var ins []backends.Op
@@ -778,18 +769,6 @@ func (b *Builder) Sin(x backends.Op) (backends.Op, error) {
 	ins = append(ins, x)
 	return b.record1(backends.OpTypeSin, ins, func(sb backends.Builder, in []backends.Op) (backends.Op, error) {
 		return sb.Sin(in[0])
-	})
-}
-
-// Slice implements backends.Builder by recording the op for the pure-Go backend.
-func (b *Builder) Slice(x backends.Op, starts []int, limits []int, strides []int) (backends.Op, error) {
-	starts = slices.Clone(starts)
-	limits = slices.Clone(limits)
-	strides = slices.Clone(strides)
-	var ins []backends.Op
-	ins = append(ins, x)
-	return b.record1(backends.OpTypeSlice, ins, func(sb backends.Builder, in []backends.Op) (backends.Op, error) {
-		return sb.Slice(in[0], starts, limits, strides)
 	})
 }
 

@@ -415,8 +415,9 @@ func TestLimits(t *testing.T) {
 }
 
 // TestProfileModel: the per-op profile of a tiny model's training step and
-// decode names the products and the fused kernels (the attention softmax
-// and its gradient, SwiGLU) and counts one decode run's ops; with
+// decode names the products and the fused kernels (the attention forward
+// and backward in training, its softmax in decoding, SwiGLU, RMSNorm's
+// gradient, the rotary embedding and its gradient) and counts one decode run's ops; with
 // ProfileShapes every row has its output size.
 func TestProfileModel(t *testing.T) {
 	for _, shapes := range []bool{false, true} {
@@ -436,9 +437,11 @@ func TestProfileModel(t *testing.T) {
 					t.Errorf("%s profile by size: %+v has no size", name, p)
 				}
 			}
-			want := []string{"DotGeneral", "Softmax", "MulSilu"}
+			// Training attends through the fused flash-style kernels;
+			// decoding (the KV-cache step graph) through the softmax.
+			want := []string{"DotGeneral", "Softmax", "MulSilu", "Rope"}
 			if name == "train" {
-				want = append(want, "SoftmaxGrad", "SiluGradMul", "RMSNormGrad")
+				want = []string{"DotGeneral", "Attention", "AttentionGrad", "MulSilu", "SiluGradMul", "RMSNormGrad", "Rope", "RopeGrad"}
 			}
 			for _, op := range want {
 				if !found[op] {

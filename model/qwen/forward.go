@@ -70,18 +70,10 @@ func ropeTables(pos *graph.Node, headDim int, theta float64) (cos, sin *graph.No
 
 // applyRope rotates x [B, T, n, h] by the tables of ropeTables:
 // x·cos + rotate_half(x)·sin, with rotate_half(x) = [−x₂, x₁] for the halves
-// x₁, x₂ of the head. rotate_half is a 2×2 contraction over the halves
-// (not slicing), so the gradient of this op needs no Pad, which the pure-Go
-// backend lacks.
+// x₁, x₂ of the head, as vjp.Rope (its gradient written directly; gocpu
+// runs each as one pass).
 func applyRope(x, cos, sin *graph.Node) *graph.Node {
-	dims := x.Shape().Dimensions
-	b, t, n, h := dims[0], dims[1], dims[2], dims[3]
-	halves := graph.Reshape(x, b, t, n, 2, h/2)                                            // [B, T, n, 2, h/2]
-	rot := graph.Const(x.Graph(), [][]float32{{0, -1}, {1, 0}})                            // rot[i][j]: out half i from in half j
-	rotated := graph.Einsum("btnjh,ij->btnih", halves, graph.ConvertDType(rot, x.DType())) // [B, T, n, 2, h/2]
-	rotated = graph.Reshape(rotated, b, t, n, h)
-	cos, sin = graph.ConvertDType(cos, x.DType()), graph.ConvertDType(sin, x.DType())
-	return graph.Add(graph.Mul(x, cos), graph.Mul(rotated, sin))
+	return vjp.Rope(x, graph.ConvertDType(cos, x.DType()), graph.ConvertDType(sin, x.DType()))
 }
 
 // attend is grouped-query attention (Ainslie et al. 2023) over keys
@@ -192,9 +184,19 @@ func HiddenStates(ctx *context.Context, c *Config, ids, mask *graph.Node) *graph
 	return hiddenStates(c, w, ids, mask)
 }
 
+// hiddenStates runs the model over a whole sequence (no KV cache). In
+// float32 its attention is vjp.Attention, whose forward and closed-form
+// backward the gocpu backend runs as blocked kernels that never write the
+// [B, H, T, T] scores (backend/gocpu/fuse_attention.go); in other compute
+// dtypes, and in the KV-cache step graph (decoding), it is attend.
 func hiddenStates(c *Config, w *weights, ids, mask *graph.Node) *graph.Node {
 	bias := maskBias(causalAllowed(mask), w.Embed.DType())
 	return decoder(c, w, graph.ConvertDType(ids, dtypes.Int32), positionsFromMask(mask), func(_ int, q, k, v *graph.Node) *graph.Node {
+		if q.DType() == dtypes.Float32 {
+			dims := q.Shape().Dimensions
+			o := vjp.Attention(q, k, v, bias, 1/math.Sqrt(float64(c.HeadDim))) // [B, T, H, h]
+			return graph.Reshape(o, dims[0], dims[1], dims[2]*dims[3])
+		}
 		keys := graph.TransposeAllAxes(k, 0, 2, 1, 3)   // [B, k, S, h]
 		values := graph.TransposeAllAxes(v, 0, 2, 3, 1) // [B, k, h, S]
 		return attend(c, q, keys, values, bias)

@@ -8,6 +8,10 @@
 // chains and these gradients and runs each as one fused kernel of package
 // tensor (backend/gocpu/fuse_*.go), and drops the zero terms.
 //
+// Attention (attention.go) is grouped-query attention with the
+// FlashAttention-2 backward, whose forward and backward gocpu runs as
+// blocked kernels that never write the score matrix.
+//
 // The inputs must be finite: elsewhere x − x is NaN on backends that
 // compute it.
 package vjp
