@@ -6,12 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 
 	"github.com/cas-engine/cas/internal/blascore"
+	"github.com/cas-engine/cas/internal/jsonl"
 )
 
 // DefaultPython runs the peers (faiss_peer.py, torch_qwen_peer.py) unless
@@ -147,14 +147,5 @@ func RunFAISSPeer(python, script, dir string, threads, nlist int, nprobes []int,
 
 // ReadFAISSPeerFile parses a saved faiss_peer.py output file.
 func ReadFAISSPeerFile(path string) (map[int]*FAISSFigures, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	figs, err := ParseFAISSPeer(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return figs, nil
+	return jsonl.ReadFile(path, ParseFAISSPeer)
 }

@@ -237,22 +237,7 @@ func ReadQuestions(r io.Reader) ([]Question, error) {
 }
 
 // ReadQuestionsFile reads a split file.
-func ReadQuestionsFile(path string) ([]Question, error) { return readFile(path, ReadQuestions) }
+func ReadQuestionsFile(path string) ([]Question, error) { return jsonl.ReadFile(path, ReadQuestions) }
 
 // ReadCorpusFile reads a corpus file.
-func ReadCorpusFile(path string) ([]Passage, error) { return readFile(path, ReadCorpus) }
-
-// readFile opens path and parses it with read, naming the file in errors.
-func readFile[T any](path string, read func(io.Reader) (T, error)) (T, error) {
-	var zero T
-	f, err := os.Open(path)
-	if err != nil {
-		return zero, err
-	}
-	defer f.Close()
-	v, err := read(f)
-	if err != nil {
-		return zero, fmt.Errorf("read %s: %w", path, err)
-	}
-	return v, nil
-}
+func ReadCorpusFile(path string) ([]Passage, error) { return jsonl.ReadFile(path, ReadCorpus) }

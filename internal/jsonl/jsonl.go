@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 )
 
 // ErrStop, returned by fn, ends Lines early without an error.
@@ -98,4 +99,21 @@ func collect[T any](walk func(func(line int, text []byte) error) error, none err
 		return nil, none
 	}
 	return out, nil
+}
+
+// ReadFile opens path and parses it with read, naming the file in a parse
+// error ("read PATH: err"); the error of a file that cannot be opened
+// names it already.
+func ReadFile[T any](path string, read func(io.Reader) (T, error)) (T, error) {
+	var zero T
+	f, err := os.Open(path)
+	if err != nil {
+		return zero, err
+	}
+	defer f.Close()
+	v, err := read(f)
+	if err != nil {
+		return zero, fmt.Errorf("read %s: %w", path, err)
+	}
+	return v, nil
 }
