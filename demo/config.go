@@ -79,6 +79,17 @@ type WarmSettings struct {
 	// DirectPerAgent is the number of direct-answer examples (the
 	// no-retrieval baseline's prompt) per scripted agent example.
 	DirectPerAgent float64 `json:"direct_per_agent"`
+	// NoSearch is the share of the agent demonstrations that answer
+	// without searching, from "memory" (world.ScriptSearches with 0
+	// searches: for a training question the memorised fact, for an unseen
+	// test entity a guess), as an instruct model often does; OneSearch the
+	// share of the other two-hop demonstrations that answer after the first
+	// search, without chaining the second through the bridge entity. Both
+	// leave GRPO a behavioural gap that every question shares — to search,
+	// and to search again — which it can close from reward alone
+	// (Search-R1's story). 0 and 0: every demonstration searches every hop.
+	NoSearch  float64 `json:"no_search,omitempty"`
+	OneSearch float64 `json:"one_search,omitempty"`
 }
 
 // GRPOSettings configure each variant's GRPO run (paper Algorithm 1).
@@ -300,6 +311,9 @@ func (c Config) Validate() error {
 	}
 	if !(w.AnnealFrom > 0 && w.AnnealFrom <= 1) || !(w.AnnealFactor > 0 && w.AnnealFactor <= 1) {
 		bad("warm start: anneal_from %g and anneal_factor %g must lie in (0, 1]", w.AnnealFrom, w.AnnealFactor)
+	}
+	if !(w.NoSearch >= 0 && w.NoSearch < 1) || !(w.OneSearch >= 0 && w.OneSearch <= 1) {
+		bad("warm start: no_search %g must lie in [0, 1), one_search %g in [0, 1]", w.NoSearch, w.OneSearch)
 	}
 	if !(w.LR > 0) || w.Warmup < 0 || w.DirectPerAgent < 0 || !(w.EnvWeight >= 0 && w.EnvWeight <= 1) {
 		bad("warm start: lr %g must be > 0, warmup %d and direct_per_agent %g >= 0, env_weight %g in [0, 1]", w.LR, w.Warmup, w.DirectPerAgent, w.EnvWeight)
