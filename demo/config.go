@@ -244,7 +244,8 @@ func quickWorld(seed uint64) world.Config {
 // prompts and on unseen entities alike, and the agent then searches, and
 // chains the second search, on nearly every test question. Measured (seed
 // 1, 2026-12-02, load 2–5): P(search) 0.286 → 0.574 on test prompts, test
-// EM 0.002 → 0.176 (CAS, 24 steps); 12 steps reached only 0.459 and 0.024.
+// EM 0.002 → 0.176 (CAS, 24 steps; −ACI 0.190); 12 steps reached only
+// 0.459 and 0.024.
 // 2,400 warm-start steps on this 2-core machine take about 15 minutes, so
 // the run is about 25 (the issue asks for fifteen).
 func DefaultConfig(seed uint64) Config {
