@@ -12,13 +12,15 @@
 //  3. a randomly initialised tiny Qwen3 warm-started by supervised
 //     cross-entropy on scripted trajectories (one search per hop, with the
 //     real APS-truncated retrieval results in <information>), mixed with
-//     direct-answer examples for the no-retrieval baseline; the question
+//     direct-answer examples for the no-retrieval baseline (the default
+//     preset has a share answer from memory without searching, a decision
+//     left for GRPO: WarmSettings.NoSearch); the question
 //     and passage tokens are in the loss at a small weight λ, a stand-in
 //     for the pretraining a real Qwen has (WarmSettings.EnvWeight;
 //     train.SFT minimising train.WeightedNextTokenLoss);
 //  4. ACI's window bootstrapped with the warm-started policy's answer-span
 //     NLLs (Eq. 6), then GRPO with APS and ACI (Algorithm 1) for every
-//     variant: CAS, −ACI (ω ≡ 1), −APS (fixed top-3);
+//     variant: CAS, −ACI (ω ≡ 1), and with --quick −APS (fixed top-3);
 //  5. greedy evaluation on the test split (entities never seen in
 //     training; bench.Eval): EM single-hop / two-hop / overall, searches
 //     and redundant searches per question, the two-hop questions answered

@@ -44,6 +44,9 @@ type EvalResult struct {
 	// after at least two searches (one per hop, as the bridge needs).
 	Redundant         float64 `json:"redundant_searches"`
 	TwoHopTwoSearches float64 `json:"two_hop_two_searches"`
+	// Searched is the share of questions answered after at least one
+	// search (the rest answer from memory).
+	Searched float64 `json:"searched"`
 	// Reliability bins the answer-span NLL against EM (5 equal-count
 	// bins) and ECE is its expected calibration error (Reliability);
 	// Outcomes are the per-question records they come from.
@@ -145,14 +148,14 @@ func (r *runner) runEval(ctx context.Context, d *worldData, s evalSpec) (EvalRes
 	}
 	summarize(&res, qs, trajs)
 	res.Seconds = time.Since(start).Seconds()
-	r.logf("  eval %s (%s): EM %.3f (single-hop %.3f, two-hop %.3f), %.2f searches (%.2f redundant; two-hop with 2+ searches %.2f), %.2f docs/search, format-valid %.2f, ECE %.3f",
-		s.name, res.Retrieval, res.EM, res.EMSingle, res.EMTwoHop, res.SearchCalls, res.Redundant, res.TwoHopTwoSearches, res.DocsPerSearch, res.FormatValid, res.ECE)
+	r.logf("  eval %s (%s): EM %.3f (single-hop %.3f, two-hop %.3f), %.2f searches (searched %.2f, %.2f redundant; two-hop with 2+ searches %.2f), %.2f docs/search, format-valid %.2f, ECE %.3f",
+		s.name, res.Retrieval, res.EM, res.EMSingle, res.EMTwoHop, res.SearchCalls, res.Searched, res.Redundant, res.TwoHopTwoSearches, res.DocsPerSearch, res.FormatValid, res.ECE)
 	return res, nil
 }
 
 // summarize fills the metrics of res from one trajectory per question.
 func summarize(res *EvalResult, qs []world.Question, trajs []*agent.Trajectory) {
-	var em, emS, emT, valid, searches, docs, covered, redundant, chained int
+	var em, emS, emT, valid, searches, docs, covered, redundant, chained, searched int
 	var reward, tokens float64
 	for i, t := range trajs {
 		q := qs[i]
@@ -181,6 +184,9 @@ func summarize(res *EvalResult, qs []world.Question, trajs []*agent.Trajectory) 
 		o := outcomeOf(q, t)
 		res.Outcomes = append(res.Outcomes, o)
 		redundant += o.Redundant
+		if o.Searches > 0 {
+			searched++
+		}
 		if q.Hops > 1 && o.Searches >= 2 {
 			chained++
 		}
@@ -213,6 +219,7 @@ func summarize(res *EvalResult, qs []world.Question, trajs []*agent.Trajectory) 
 	res.Coverage = ratio(covered, searches)
 	res.Redundant = float64(redundant) / n
 	res.TwoHopTwoSearches = ratio(chained, res.TwoHop)
+	res.Searched = float64(searched) / n
 	res.Reliability, res.ECE = Reliability(res.Outcomes, reliabilityBins)
 }
 

@@ -46,6 +46,14 @@ func TestSummarizeMeasurements(t *testing.T) {
 	if !near(res.SearchCalls, 6.0/4) || !near(res.Redundant, 1.0/4) || !near(res.TwoHopTwoSearches, 2.0/3) {
 		t.Errorf("searches %.3f, redundant %.3f, two-hop with two searches %.3f; want 1.5, 0.25, 0.667", res.SearchCalls, res.Redundant, res.TwoHopTwoSearches)
 	}
+	if !near(res.Searched, 1) {
+		t.Errorf("searched %.3f, want 1", res.Searched)
+	}
+	var mem EvalResult // one more question answered from memory
+	summarize(&mem, append(qs, world.Question{Hops: 1}), append(trajs, handTraj(false, []float32{-1})))
+	if !near(mem.Searched, 4.0/5) || !near(mem.SearchCalls, 6.0/5) {
+		t.Errorf("with an answer from memory: searched %.3f, searches %.3f; want 0.8, 1.2", mem.Searched, mem.SearchCalls)
+	}
 	wantNLL := []float64{0.1, 0.3, 2, 3}
 	for i, o := range res.Outcomes {
 		if math.Abs(o.NLL-wantNLL[i]) > 1e-6 || o.Hops != qs[i].Hops || o.EM != trajs[i].EM {

@@ -88,6 +88,10 @@ func Report(res *Result) string {
 		p("A randomly initialised Qwen3 (%d layers, hidden %d, %d heads / %d KV heads, %d parameters, vocabulary %d) trained by cross-entropy on the tokens the policy writes, with the question and the <information> blocks in the loss at weight λ = %g (0: masked out, as in the paper's warm start; λ > 0 stands in for the pretraining a real Qwen has): %d scripted trajectories (one search per hop, real APS-truncated BM25 results: %.2f docs per search, gold kept in %.0f%% of searches; %d trajectories dropped because a hop's retrieval missed the gold passage) and %d direct-answer examples (the no-retrieval baseline's prompt). Mean %.0f tokens per trajectory (%.0f prompt, %.0f in the loss).\n\n",
 			c.Model.Layers, c.Model.Hidden, c.Model.Heads, c.Model.KVHeads, w.Parameters, w.Vocab, c.Warm.EnvWeight, w.AgentExamples, w.APSMeanKept,
 			100*w.APSGoldCovered, w.Dropped, w.DirectExamples, w.MeanTokens, w.PromptTokens, w.MeanPolicyTokens)
+		if w.NoSearchExamples+w.OneSearchExamples > 0 {
+			p("What the warm start teaches: the format, the search queries, copying names from the passages — and, as an instruct model does, to answer without looking everything up: %d of the %d scripted trajectories (share %g) answer from \"memory\" without a search (the golden answer: for a training question the fact the policy may have memorised, for an unseen test entity a guess), and %d two-hop ones (share %g of those that search) answer after the first search without chaining the second through the bridge entity. Whether to search, and to search again, is left for GRPO to learn from reward; the rows \"questions with ≥ 1 search\" and \"two-hop with ≥ 2 searches\" below measure it before and after.\n\n",
+				w.NoSearchExamples, w.AgentExamples, c.Warm.NoSearch, w.OneSearchExamples, c.Warm.OneSearch)
+		}
 		if len(w.Losses) > 0 {
 			p("%d steps of %d examples (length-sorted batches; %.0f%% of the tokens are the policy's), AdamW at learning rate %g after %d warm-up steps, ×%g for the last %.0f%%: cross-entropy %.3f → %.3f nats per policy token; %.2fM tokens processed (%.2fM supervised) in %s, %.0f tokens/s.\n\n",
 				w.Steps, c.Warm.Batch, 100*float64(w.PolicyTokens)/float64(max(1, w.Tokens)), c.Warm.LR, c.Warm.Warmup, c.Warm.AnnealFactor, 100*(1-c.Warm.AnnealFrom),
@@ -151,8 +155,8 @@ func checks(res *Result) string {
 	}
 	if len(res.Config.Variants) > 0 && res.Config.GRPO.Steps > 0 {
 		if cas, ok := res.Eval(res.Config.Variants[0].Name); ok && ok2 {
-			fmt.Fprintf(&b, "- GRPO: EM %.3f after GRPO against %.3f after the warm start (±%.3f, one binomial standard deviation).\n",
-				cas.EM, ws.EM, math.Sqrt(max(ws.EM*(1-ws.EM), 1e-9)/float64(max(1, ws.Questions))))
+			fmt.Fprintf(&b, "- GRPO: EM %.3f after GRPO against %.3f after the warm start (±%.3f, one binomial standard deviation); questions answered after a search %.3f → %.3f, two-hop questions with two searches %.3f → %.3f.\n",
+				cas.EM, ws.EM, math.Sqrt(max(ws.EM*(1-ws.EM), 1e-9)/float64(max(1, ws.Questions))), ws.Searched, cas.Searched, ws.TwoHopTwoSearches, cas.TwoHopTwoSearches)
 		}
 		noaci, ok3 := res.Eval(VariantNoACI)
 		cas, ok4 := res.Eval(VariantCAS)

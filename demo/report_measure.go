@@ -16,15 +16,15 @@ func measurements(res *Result) string {
 	c := res.Config
 	p("## What GRPO and ACI did, measured\n\n")
 	p("Test split, greedy decoding; ± is one binomial standard error √(p(1−p)/n). A search is redundant when its query repeats an earlier one of the trajectory or all its kept passages were already shown. ECE compares EM with the confidence exp(−answer-span NLL) over %d equal-count NLL bins.\n\n", reliabilityBins)
-	p("| Policy | EM single-hop | EM two-hop | EM overall | Searches / question | Redundant / question | Two-hop with ≥ 2 searches | ECE |\n")
-	p("|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	p("| Policy | EM single-hop | EM two-hop | EM overall | Searches / question | Questions with ≥ 1 search | Redundant / question | Two-hop with ≥ 2 searches | ECE |\n")
+	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, e := range res.Evals {
 		if e.Mode == "direct" {
 			continue
 		}
-		p("| %s | %.3f ± %.3f | %.3f ± %.3f | %.3f ± %.3f | %.2f | %.3f | %.3f | %.3f |\n", Label(e.Name),
+		p("| %s | %.3f ± %.3f | %.3f ± %.3f | %.3f ± %.3f | %.2f | %.3f | %.3f | %.3f | %.3f |\n", Label(e.Name),
 			e.EMSingle, EMStdErr(e.EMSingle, e.Single), e.EMTwoHop, EMStdErr(e.EMTwoHop, e.TwoHop), e.EM, EMStdErr(e.EM, e.Questions),
-			e.SearchCalls, e.Redundant, e.TwoHopTwoSearches, e.ECE)
+			e.SearchCalls, e.Searched, e.Redundant, e.TwoHopTwoSearches, e.ECE)
 	}
 	p("\n")
 	if ws, ok := res.Eval(EvalWarmStart); ok {
@@ -34,8 +34,8 @@ func measurements(res *Result) string {
 				continue
 			}
 			d, se := e.EM-ws.EM, math.Hypot(EMStdErr(e.EM, e.Questions), EMStdErr(ws.EM, ws.Questions))
-			p("- %s against the warm start: EM %+.3f (%s twice its standard error %.3f), two-hop with two searches %.3f → %.3f, redundant searches %.3f → %.3f per question.\n",
-				Label(v.Name), d, exceeds(math.Abs(d) > 2*se), se, ws.TwoHopTwoSearches, e.TwoHopTwoSearches, ws.Redundant, e.Redundant)
+			p("- %s against the warm start: EM %+.3f (%s twice its standard error %.3f), questions with a search %.3f → %.3f, two-hop with two searches %.3f → %.3f, redundant searches %.3f → %.3f per question.\n",
+				Label(v.Name), d, exceeds(math.Abs(d) > 2*se), se, ws.Searched, e.Searched, ws.TwoHopTwoSearches, e.TwoHopTwoSearches, ws.Redundant, e.Redundant)
 		}
 		p("\n")
 	}

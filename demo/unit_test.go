@@ -41,6 +41,8 @@ func TestConfigValidate(t *testing.T) {
 		"topk":        {func(c *Config) { c.APS.TopK = 0 }, "aps.topk"},
 		"chunks":      {func(c *Config) { c.Warm.Chunks = c.Warm.Steps + 1 }, "chunks"},
 		"lr":          {func(c *Config) { c.Warm.LR = 0 }, "lr"},
+		"no search":   {func(c *Config) { c.Warm.NoSearch = 1 }, "no_search"},
+		"one search":  {func(c *Config) { c.Warm.OneSearch = -0.1 }, "one_search"},
 		"group":       {func(c *Config) { c.GRPO.Group = 1 }, "group"},
 		"prompts":     {func(c *Config) { c.GRPO.PromptsPerStep = 100000 }, "prompts_per_step"},
 		"eval":        {func(c *Config) { c.Eval.Batch = 0 }, "eval"},

@@ -22,6 +22,9 @@ func TestWarmStageResumes(t *testing.T) {
 	cfg := QuickConfig(1)
 	cfg.World.Train, cfg.World.APSCalib, cfg.World.ACICalib, cfg.World.Test = 400, 100, 60, 40
 	cfg.Warm.Steps, cfg.Warm.Chunks, cfg.Warm.Warmup = 6, 3, 2
+	// Demonstrations that answer from memory or after the first hop, as
+	// the design of issue 20 measured them (their counts survive the resume).
+	cfg.Warm.NoSearch, cfg.Warm.OneSearch = 0.3, 0.5
 	for i, marker := range []string{"  step 4/6", "stage 4:"} {
 		ctx, cancel := context.WithCancel(context.Background())
 		logw := &cancelOn{marker: marker, cancel: cancel}
@@ -45,6 +48,10 @@ func TestWarmStageResumes(t *testing.T) {
 	var rep WarmReport
 	if err := readJSON(filepath.Join(out, "warm_start.json"), &rep); err != nil || rep.Steps != 6 || len(rep.Losses) != 6 {
 		t.Fatalf("warm_start.json: %+v (%v)", rep, err)
+	}
+	if n := float64(rep.NoSearchExamples) / float64(rep.AgentExamples); n < 0.2 || n > 0.4 || rep.OneSearchExamples == 0 {
+		t.Errorf("%d of %d demonstrations answer without a search (want about 30%%), %d after one of two hops (want > 0)",
+			rep.NoSearchExamples, rep.AgentExamples, rep.OneSearchExamples)
 	}
 	if _, err := os.Stat(filepath.Join(out, "warm", configFile)); err != nil {
 		t.Errorf("no exported warm policy: %v", err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,6 +32,11 @@ type WarmReport struct {
 	AgentExamples  int `json:"agent_examples"`
 	DirectExamples int `json:"direct_examples"`
 	Dropped        int `json:"dropped"`
+	// NoSearchExamples are the agent examples that answer without a
+	// search, OneSearchExamples the two-hop ones that stop after the first
+	// (WarmSettings.NoSearch, OneSearch).
+	NoSearchExamples  int `json:"no_search_examples,omitempty"`
+	OneSearchExamples int `json:"one_search_examples,omitempty"`
 	// Mean tokens per agent example: all, and those in the loss.
 	MeanTokens       float64 `json:"mean_tokens"`
 	MeanPolicyTokens float64 `json:"mean_policy_tokens"`
@@ -168,14 +174,27 @@ func (r *runner) warmExamples(ctx context.Context, d *worldData, cal conformal.C
 	}
 	var out []*agent.Trajectory
 	var tokens, policy, promptTok int
+	pick := rand.New(rand.NewPCG(r.cfg.Seed, 0x5ea7c4))
 	for i, q := range qs {
-		tr, err := world.Script(q, func(query string) []world.Passage { return kept[query] }, agent.InfoCode)
+		searches := q.Hops
+		if u, v := pick.Float64(), pick.Float64(); u < r.cfg.Warm.NoSearch {
+			searches = 0
+		} else if q.Hops > 1 && v < r.cfg.Warm.OneSearch {
+			searches = 1
+		}
+		tr, err := world.ScriptSearches(q, searches, func(query string) []world.Passage { return kept[query] }, agent.InfoCode)
 		if err != nil {
 			return nil, err
 		}
 		if !tr.AllFound() {
 			rep.Dropped++
 			continue
+		}
+		switch {
+		case searches == 0:
+			rep.NoSearchExamples++
+		case searches < q.Hops:
+			rep.OneSearchExamples++
 		}
 		e := example(d, agentPrompts[i], tr.Segments)
 		tokens += len(e.IDs)

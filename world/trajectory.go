@@ -71,11 +71,39 @@ func information(docs []Passage, f agent.InfoFormat) string {
 // segments start with "\n" after an information block, and a search segment
 // ends at "</search>", where generation stops.
 func Script(q Question, retrieve Retriever, info agent.InfoFormat) (ScriptedResponse, error) {
+	return ScriptSearches(q, q.Hops, retrieve, info)
+}
+
+// ScriptSearches is Script with only the first searches hops searched
+// (0 ≤ searches ≤ q.Hops): the response of an agent that answers from
+// memory before it has looked everything up, as an instruct model often
+// does. With 0 it names the first need and answers at once:
+//
+//	<think>I need to find the birthplace of X.</think>
+//	<answer>Y</answer>
+//
+// With 1 of 2 hops it searches the first hop, restates the bridge fact
+// and answers without the second search:
+//
+//	<think>I need to find the director of F first.</think>
+//	<search>F director</search><information>…</information>
+//	<think>F was directed by D.</think>
+//	<answer>Z</answer>
+//
+// The answer is always the golden one (for a training question the
+// memorised fact). Each departure from Script happens at a single token
+// — "<answer>" instead of "<search>", or "</think>" instead of " Now I
+// need…" — so that the choice to search is one decision a policy can
+// learn from reward.
+func ScriptSearches(q Question, searches int, retrieve Retriever, info agent.InfoFormat) (ScriptedResponse, error) {
 	if len(q.HopInfo) == 0 || len(q.HopInfo) != q.Hops {
 		return ScriptedResponse{}, fmt.Errorf("question %s: hops = %d but %d hop_info entries", q.ID, q.Hops, len(q.HopInfo))
 	}
 	if len(q.GoldenAnswers) == 0 {
 		return ScriptedResponse{}, fmt.Errorf("question %s: no golden answer", q.ID)
+	}
+	if searches < 0 || searches > q.Hops {
+		return ScriptedResponse{}, fmt.Errorf("question %s: %d searches for %d hops", q.ID, searches, q.Hops)
 	}
 	var t ScriptedResponse
 	think := "I need to find " + q.HopInfo[0].Need + "."
@@ -83,7 +111,7 @@ func Script(q Question, retrieve Retriever, info agent.InfoFormat) (ScriptedResp
 		think = "I need to find " + q.HopInfo[0].Need + " first."
 	}
 	prefix := ""
-	for h, hop := range q.HopInfo {
+	for h, hop := range q.HopInfo[:searches] {
 		t.Segments = append(t.Segments, Segment{Text: prefix + "<think>" + think + "</think>\n<search>" + hop.Query + "</search>"})
 		docs := retrieve(hop.Query)
 		t.Queries = append(t.Queries, hop.Query)
@@ -91,11 +119,11 @@ func Script(q Question, retrieve Retriever, info agent.InfoFormat) (ScriptedResp
 		t.Segments = append(t.Segments, Segment{Text: information(docs, info), Retrieved: true})
 		prefix = "\n"
 		think = hop.Statement
-		if h+1 < len(q.HopInfo) {
+		if h+1 < searches {
 			think += " Now I need to find " + q.HopInfo[h+1].Need + "."
 		}
 	}
-	t.Segments = append(t.Segments, Segment{Text: "\n<think>" + think + "</think>\n<answer>" + q.GoldenAnswers[0] + "</answer>"})
+	t.Segments = append(t.Segments, Segment{Text: prefix + "<think>" + think + "</think>\n<answer>" + q.GoldenAnswers[0] + "</answer>"})
 	return t, nil
 }
 

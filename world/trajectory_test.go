@@ -159,3 +159,52 @@ func ExampleScript() {
 	// <answer>Tarsk</answer>
 	// [true true]
 }
+
+// TestScriptSearchesAnswersEarly checks the demonstrations that answer
+// before every hop is searched: they share Script's text up to the one
+// token where they depart from it ("<answer>" for "<search>", "</think>"
+// for " Now I need…"), then answer with the golden answer.
+func TestScriptSearchesAnswersEarly(t *testing.T) {
+	w := mustSmall(t)
+	var q Question
+	for _, x := range w.Splits[Test] {
+		if x.Hops == 2 {
+			q = x
+			break
+		}
+	}
+	full, err := Script(q, goldRetriever(w, q, 2), agent.InfoCode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := "</think>\n<answer>" + q.GoldenAnswers[0] + "</answer>"
+	tests := []struct {
+		searches int
+		// common is the full script's prefix the early answer keeps.
+		common string
+	}{
+		{0, "<think>I need to find " + q.HopInfo[0].Need + " first."},
+		{1, full.Segments[0].Text + full.Segments[1].Text + "\n<think>" + q.HopInfo[0].Statement},
+		{2, strings.TrimSuffix(full.Text(), answer)},
+	}
+	for _, tc := range tests {
+		tr, err := ScriptSearches(q, tc.searches, goldRetriever(w, q, 2), agent.InfoCode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := tr.Text(), tc.common+answer; got != want {
+			t.Errorf("%d searches:\n got %q\nwant %q", tc.searches, got, want)
+		}
+		if len(tr.Queries) != tc.searches || len(tr.Found) != tc.searches || !tr.AllFound() {
+			t.Errorf("%d searches: queries %v, found %v", tc.searches, tr.Queries, tr.Found)
+		}
+		if !strings.HasPrefix(full.Text(), tc.common) {
+			t.Errorf("%d searches: %q is not a prefix of the full script", tc.searches, tc.common)
+		}
+	}
+	for _, n := range []int{-1, 3} {
+		if _, err := ScriptSearches(q, n, goldRetriever(w, q, 2), agent.InfoCode); err == nil {
+			t.Errorf("%d searches for 2 hops: no error", n)
+		}
+	}
+}

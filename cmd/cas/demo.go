@@ -26,10 +26,10 @@ func newDemoCmd() *cobra.Command {
 		Long: `Run CAS end to end on 2 CPU cores: generate a synthetic encyclopedia and
 its questions, build a BM25 index, calibrate APS on retrieval, warm-start a
 tiny Qwen3 on scripted search trajectories, bootstrap ACI and train with GRPO
-(CAS, −ACI, −APS), evaluate on questions about unseen entities next to a
+(CAS and −ACI; --quick adds −APS), evaluate on questions about unseen entities next to a
 no-retrieval baseline, and write report.md, result.json and PNG plots.
 
-11–30 minutes on two cores, depending on the machine (--quick: 3–7). Ctrl-C
+About 25 minutes on two cores, more on a busy machine (--quick: 3–7). Ctrl-C
 leaves a resumable run: the same command continues where it stopped (exit
 130). --conformal-only runs the earlier conformal walkthrough instead (APS
 and ACI on simulated scores, seconds).`,
