@@ -151,7 +151,11 @@ func checks(res *Result) string {
 	nr, ok1 := res.Eval(EvalNoRetrieval)
 	ws, ok2 := res.Eval(EvalWarmStart)
 	if ok1 && ok2 {
-		fmt.Fprintf(&b, "- Search helps: EM %.3f with search (warm start) against %.3f without retrieval.\n", ws.EM, nr.EM)
+		verdict := "Search helps"
+		if ws.EM <= nr.EM {
+			verdict = "Search does not help the warm start yet"
+		}
+		fmt.Fprintf(&b, "- %s: EM %.3f for the warm start with the search tool (%.3f of the questions answered after a search) against %.3f without retrieval.\n", verdict, ws.EM, ws.Searched, nr.EM)
 	}
 	if len(res.Config.Variants) > 0 && res.Config.GRPO.Steps > 0 {
 		if cas, ok := res.Eval(res.Config.Variants[0].Name); ok && ok2 {
