@@ -47,6 +47,18 @@ type BF16Panels struct {
 // the transpose of the 16 rows' words — where the CPU has it
 // (transposeWords16); the packed bits are the same as row-by-row packing.
 func (p *BF16Panels) PackF16(src []uint16, n, k int, scratch []float32) []float32 {
+	return p.packPanels(n, k, scratch,
+		func(dst []uint16, j int) { F16ToBF16(dst, src[j*k:(j+1)*k], nil) },
+		func(row []float32, j int) { DecodeF16(row, src[j*k:(j+1)*k]) })
+}
+
+// packPanels is the driver of PackF16 and PackF32Norms. Where the CPU has
+// the 16 × 16 word transpose, each whole panel of 16 rows is converted row
+// by row into bfloat16 by toBF16(dst, j) (dst holds KPad values, zero past
+// k) and laid out by transposeWords16; every other row j is written as
+// float32 values by toF32(row, j) and packed by put (which rounds them to
+// bfloat16). scratch (returned, reused) is the working memory.
+func (p *BF16Panels) packPanels(n, k int, scratch []float32, toBF16 func(dst []uint16, j int), toF32 func(row []float32, j int)) []float32 {
 	p.reset(n, k)
 	full := 0
 	if hasTransposeWords16 && n >= 16 {
@@ -59,7 +71,7 @@ func (p *BF16Panels) PackF16(src []uint16, n, k int, scratch []float32) []float3
 		full = n / 16 * 16
 		for j0 := 0; j0 < full; j0 += 16 {
 			for r := range 16 {
-				F16ToBF16(rows[r*p.KPad:r*p.KPad+k], src[(j0+r)*k:(j0+r+1)*k], nil)
+				toBF16(rows[r*p.KPad:r*p.KPad+k], j0+r)
 			}
 			transposeWords16(p.Data[j0*p.KPad:(j0+16)*p.KPad], rows, p.KPad/2)
 		}
@@ -72,7 +84,7 @@ func (p *BF16Panels) PackF16(src []uint16, n, k int, scratch []float32) []float3
 	}
 	row := scratch[:k]
 	for j := full; j < n; j++ {
-		DecodeF16(row, src[j*k:(j+1)*k])
+		toF32(row, j)
 		p.put(j, row)
 	}
 	return scratch

@@ -34,40 +34,16 @@ func F32ToBF16Norms(dst []uint16, src []float32) (xx, ee float64) {
 // converted row by row and laid out by the 16 × 16 word transpose, as in
 // PackF16.
 func (p *BF16Panels) PackF32Norms(src []float32, n, k int, scratch []float32, xx, ee []float64) []float32 {
-	p.reset(n, k)
 	xx, ee = xx[:n], ee[:n]
-	full := 0
-	if hasTransposeWords16 && n >= 16 {
-		if cap(scratch) < 8*p.KPad {
-			scratch = make([]float32, 8*p.KPad)
-		}
-		rows := unsafe.Slice((*uint16)(unsafe.Pointer(&scratch[0])), 16*p.KPad)
-		clear(rows)
-		full = n / 16 * 16
-		for j0 := 0; j0 < full; j0 += 16 {
-			for r := range 16 {
-				j := j0 + r
-				xx[j], ee[j] = F32ToBF16Norms(rows[r*p.KPad:r*p.KPad+k], src[j*k:(j+1)*k])
+	return p.packPanels(n, k, scratch,
+		func(dst []uint16, j int) { xx[j], ee[j] = F32ToBF16Norms(dst, src[j*k:(j+1)*k]) },
+		func(row []float32, j int) {
+			// The row's bfloat16 values, through float32, for put (which
+			// rounds them again: exactly, as they already are bfloat16).
+			h := unsafe.Slice((*uint16)(unsafe.Pointer(&row[0])), k) // the first half of row
+			xx[j], ee[j] = F32ToBF16Norms(h, src[j*k:(j+1)*k])
+			for c := k - 1; c >= 0; c-- {
+				row[c] = BF16ToF32(h[c])
 			}
-			transposeWords16(p.Data[j0*p.KPad:(j0+16)*p.KPad], rows, p.KPad/2)
-		}
-	}
-	if full == n {
-		return scratch
-	}
-	if cap(scratch) < k {
-		scratch = make([]float32, k)
-	}
-	row := scratch[:k]
-	for j := full; j < n; j++ {
-		// The row's bfloat16 values, through float32, for put (which
-		// rounds them again: exactly, as they already are bfloat16).
-		h := unsafe.Slice((*uint16)(unsafe.Pointer(&row[0])), k) // the first half of row
-		xx[j], ee[j] = F32ToBF16Norms(h, src[j*k:(j+1)*k])
-		for c := k - 1; c >= 0; c-- {
-			row[c] = BF16ToF32(h[c])
-		}
-		p.put(j, row)
-	}
-	return scratch
+		})
 }
