@@ -82,15 +82,21 @@ func TestScriptShape(t *testing.T) {
 	}
 }
 
-func TestScriptReportsMissingGold(t *testing.T) {
-	w := mustSmall(t)
-	var q Question
-	for _, x := range w.Splits[Test] {
-		if x.Hops == 2 {
-			q = x
-			break
+// firstTwoHop returns the first two-hop question of w's test split.
+func firstTwoHop(t *testing.T, w *World) Question {
+	t.Helper()
+	for _, q := range w.Splits[Test] {
+		if q.Hops == 2 {
+			return q
 		}
 	}
+	t.Fatal("no two-hop question in the test split")
+	return Question{}
+}
+
+func TestScriptReportsMissingGold(t *testing.T) {
+	w := mustSmall(t)
+	q := firstTwoHop(t, w)
 	// Only the first hop finds its gold passage.
 	byID := passageByID(w)
 	calls := 0
@@ -166,13 +172,7 @@ func ExampleScript() {
 // for " Now I need…"), then answer with the golden answer.
 func TestScriptSearchesAnswersEarly(t *testing.T) {
 	w := mustSmall(t)
-	var q Question
-	for _, x := range w.Splits[Test] {
-		if x.Hops == 2 {
-			q = x
-			break
-		}
-	}
+	q := firstTwoHop(t, w)
 	full, err := Script(q, goldRetriever(w, q, 2), agent.InfoCode)
 	if err != nil {
 		t.Fatal(err)
