@@ -12,6 +12,7 @@ import (
 	"slices"
 
 	"github.com/cas-engine/cas/internal/atomicfile"
+	"github.com/cas-engine/cas/internal/loadfile"
 )
 
 // Calibration is an APS calibration: the settings, the threshold on both
@@ -274,15 +275,7 @@ func ParseCalibration(data []byte) (Calibration, error) {
 // LoadCalibration reads a calibration file (see ParseCalibration); errors
 // name the file.
 func LoadCalibration(path string) (Calibration, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return Calibration{}, fmt.Errorf("load %s: %w", path, err)
-	}
-	c, err := ParseCalibration(data)
-	if err != nil {
-		return Calibration{}, fmt.Errorf("load %s: %w", path, err)
-	}
-	return c, nil
+	return loadfile.Parse(path, ParseCalibration)
 }
 
 // Marshal encodes the calibration as indented JSON with a final newline.

@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/cas-engine/cas/agent"
 	"github.com/cas-engine/cas/conformal"
+	"github.com/cas-engine/cas/internal/loadfile"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/qa"
 )
@@ -104,13 +104,11 @@ func WriteScores(path string, scores []float64) error {
 
 // ReadScores reads a JSONL score file and concatenates its lines.
 func ReadScores(path string) ([]float64, error) {
-	b, err := os.ReadFile(path)
+	lines, err := loadfile.Parse(path, func(b []byte) ([][]float64, error) {
+		return conformal.ReadScoreLines(bytes.NewReader(b))
+	})
 	if err != nil {
-		return nil, fmt.Errorf("load %s: %w", path, err)
-	}
-	lines, err := conformal.ReadScoreLines(bytes.NewReader(b))
-	if err != nil {
-		return nil, fmt.Errorf("load %s: %w", path, err)
+		return nil, err
 	}
 	var out []float64
 	for _, l := range lines {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/cas-engine/cas/conformal"
 	"github.com/cas-engine/cas/internal/atomicfile"
+	"github.com/cas-engine/cas/internal/loadfile"
 	"github.com/cas-engine/cas/model/qwen"
 	"github.com/cas-engine/cas/model/safetensors"
 )
@@ -266,13 +267,9 @@ func LatestCheckpoint(runDir string) (string, error) {
 // ReadTrainerState reads a checkpoint's trainer_state.json.
 func ReadTrainerState(dir string) (TrainerState, error) {
 	path := filepath.Join(dir, TrainerStateFile)
-	b, err := os.ReadFile(path)
+	st, err := loadfile.JSON[TrainerState](path)
 	if err != nil {
-		return TrainerState{}, fmt.Errorf("load %s: %w", path, err)
-	}
-	var st TrainerState
-	if err := json.Unmarshal(b, &st); err != nil {
-		return TrainerState{}, fmt.Errorf("load %s: %w", path, err)
+		return TrainerState{}, err
 	}
 	if st.Version != stateFormatVersion || st.Step < 0 {
 		return TrainerState{}, fmt.Errorf("load %s: unsupported state (version %d, step %d)", path, st.Version, st.Step)
@@ -290,19 +287,14 @@ func ReadTrainerState(dir string) (TrainerState, error) {
 // ReadACIState restores a checkpoint's ACI controller (nil, nil when the run
 // had none).
 func ReadACIState(dir string) (*conformal.ACI, error) {
-	path := filepath.Join(dir, ACIStateFile)
-	b, err := os.ReadFile(path)
+	a, err := loadfile.JSON[conformal.ACI](filepath.Join(dir, ACIStateFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("load %s: %w", path, err)
+		return nil, err
 	}
-	a := &conformal.ACI{}
-	if err := json.Unmarshal(b, a); err != nil {
-		return nil, fmt.Errorf("load %s: %w", path, err)
-	}
-	return a, nil
+	return &a, nil
 }
 
 // optimizerVariable says whether a policy-context variable is optimiser

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/cas-engine/cas/internal/guard"
+	"github.com/cas-engine/cas/internal/loadfile"
 )
 
 // The YAML side of a run file: base files merged key by key, --set
@@ -84,13 +84,9 @@ func loadConfigNode(path string, depth int, origin map[*yaml.Node]string) (*yaml
 	if depth > 8 {
 		return nil, fmt.Errorf("load %s: base files nested more than 8 deep (a cycle?)", path)
 	}
-	raw, err := os.ReadFile(path)
+	node, err := loadfile.Parse(path, parseConfigNode)
 	if err != nil {
-		return nil, fmt.Errorf("load %s: %w", path, err)
-	}
-	node, err := parseConfigNode(raw)
-	if err != nil {
-		return nil, fmt.Errorf("load %s: %w", path, err)
+		return nil, err
 	}
 	markOrigin(node, path, origin)
 	for i := 0; i+1 < len(node.Content); i += 2 {

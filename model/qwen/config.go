@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/cas-engine/cas/internal/loadfile"
 )
 
 // Config is a Hugging Face config.json of a Qwen2/Qwen2.5/Qwen3 causal LM.
@@ -84,14 +86,9 @@ func ParseConfig(data []byte) (*Config, error) {
 // dir/generation_config.json (Qwen2.5-Instruct stops on both <|im_end|> and
 // <|endoftext|>; config.json lists only one of them).
 func LoadConfig(dir string) (*Config, error) {
-	path := filepath.Join(dir, "config.json")
-	data, err := os.ReadFile(path)
+	cfg, err := loadfile.Parse(filepath.Join(dir, "config.json"), ParseConfig)
 	if err != nil {
-		return nil, fmt.Errorf("load %s: %w", path, err)
-	}
-	cfg, err := ParseConfig(data)
-	if err != nil {
-		return nil, fmt.Errorf("load %s: %w", path, err)
+		return nil, err
 	}
 	genPath := filepath.Join(dir, "generation_config.json")
 	if gen, err := os.ReadFile(genPath); err == nil {
