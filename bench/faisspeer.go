@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -70,21 +69,16 @@ type faissLine struct {
 // thread count.
 func ParseFAISSPeer(r io.Reader) (map[int]*FAISSFigures, error) {
 	out := map[int]*FAISSFigures{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	line := 0
-	for sc.Scan() {
-		line++
-		b := bytes.TrimSpace(sc.Bytes())
-		if len(b) == 0 || b[0] != '{' {
-			continue
+	err := jsonl.Each(r, func(line int, b []byte) error {
+		if b[0] != '{' {
+			return nil
 		}
 		var l faissLine
 		if err := json.Unmarshal(b, &l); err != nil {
-			return nil, fmt.Errorf("faiss peer output line %d: %w", line, err)
+			return fmt.Errorf("faiss peer output line %d: %w", line, err)
 		}
 		if l.Peer == "" {
-			continue // the gen line
+			return nil // the gen line
 		}
 		f := out[l.Threads]
 		if f == nil {
@@ -101,9 +95,10 @@ func ParseFAISSPeer(r io.Reader) (map[int]*FAISSFigures, error) {
 		case strings.HasPrefix(l.Index, "ivf") && l.NProbe > 0:
 			f.IVF[l.NProbe] = FAISSIVF{Recall: l.Recall, BatchQPS: l.BatchQPS, SingleQPS: l.SingleQPS}
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("faiss peer output: %w", err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
