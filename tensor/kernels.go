@@ -141,6 +141,12 @@ func dotGo(q, x []float32) float32 {
 	return tailDot(hsum8(&a), q[n8:], x[n8:])
 }
 
+// dotF16Go and dotU8Go are two loops on purpose: one generic loop over
+// uint16|uint8 took, per 768-wide row, 1.16× (F16) and 2.05× (U8) their CPU
+// time with the conversion as a type switch on the element, 1.36× and 2.7×
+// with it as a func value (median of 21 interleaved rounds of 1000 rows,
+// process CPU time, 2026-12-02, load 6.5 on 2 cores): Go does not
+// specialise the conversion into the loop.
 func dotF16Go(q []float32, x []uint16) float32 {
 	n := len(q)
 	x = x[:n]

@@ -126,6 +126,11 @@ func dot34AVX2(out *[12]float32, q []float32, ldq int, x []float32, ldx, d int) 
 	}
 }
 
+// dotF16AVX2, dotF16x4Wrap and their U8 twins are written out per element
+// type: each names its own assembly routine and its own tail, and the U8
+// tail (tailDotU8) is inlined into them (go build -gcflags=-m), which a
+// generic wrapper taking the tail as a func value would lose; a generic body
+// would still need these four wrappers to fill the kernel table.
 func dotF16AVX2(q []float32, x []uint16) float32 {
 	n := len(q)
 	if n == 0 {
