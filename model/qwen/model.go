@@ -38,8 +38,9 @@ type Model struct {
 	logitsExec *context.Exec
 	stepExec   *context.Exec
 	selectExec *graph.Exec
-	mu         sync.Mutex // guards scoreExecs
+	mu         sync.Mutex // guards scoreExecs and host
 	scoreExecs map[ScoreOptions]*context.Exec
+	host       *hostSnapshot // the host step's views of the weights (host.go)
 }
 
 // LoadOptions tune Load.
