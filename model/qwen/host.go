@@ -27,10 +27,25 @@ const StepEnv = "CAS_QWEN_STEP"
 // place), for a model computing in float32 (its weights stored in float32
 // or bfloat16), unless StepEnv says "graph".
 func (m *Model) useHostStep() bool {
+	m.mu.Lock()
+	graph := m.graphStep
+	m.mu.Unlock()
+	if graph {
+		return false
+	}
 	if _, ok := m.backend.(*gocpu.Backend); !ok || m.ComputeDType() != dtypes.Float32 {
 		return false
 	}
 	return os.Getenv(StepEnv) != "graph"
+}
+
+// SetGraphStep makes the sessions started afterwards run their steps as
+// compiled graphs even where the host step would run (to profile the
+// graph's ops, or to compare the two paths); false restores the default.
+func (m *Model) SetGraphStep(force bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.graphStep = force
 }
 
 // hostTensor is a host view of one weight: the variable's own values

@@ -29,7 +29,6 @@ package qwen
 
 import (
 	"math"
-	"sync/atomic"
 
 	"github.com/cas-engine/cas/tensor"
 )
@@ -39,7 +38,6 @@ type hostState struct {
 	keys, values [][]float32 // per layer: [B, k, S, h] and [B, k, h, S]
 	team         *team
 	inv          []float32 // RoPE inverse frequencies θ^(−2j/h), j < h/2
-	next         atomic.Int64
 	// Scratch, grown as needed: the active tokens, and per token the
 	// residual stream and the activations of one layer.
 	tok                     []hostToken
@@ -281,16 +279,7 @@ func (h *hostState) gemvPhase(x []float32, in int, projs []hostProj) {
 		run(0, chunks)
 		return
 	}
-	h.next.Store(0)
-	h.team.run(func(int) {
-		for {
-			c := int(h.next.Add(1)) - 1
-			if c >= chunks {
-				return
-			}
-			run(c, c+1)
-		}
-	})
+	h.team.run(chunks, func(_, c int) { run(c, c+1) })
 }
 
 // attend writes att [M, H·h], the attention output of every active token
@@ -341,16 +330,7 @@ func (h *hostState) attend(s *Session, att, qr, keys, values []float32) {
 		}
 		return
 	}
-	h.next.Store(0)
-	h.team.run(func(wk int) {
-		for {
-			it := int(h.next.Add(1)) - 1
-			if it >= items {
-				return
-			}
-			item(wk, it)
-		}
-	})
+	h.team.run(items, item)
 }
 
 // rmsNormRows writes dst = x / √(mean(x²) + ε) ⊙ w for each row of n

@@ -5,35 +5,49 @@ import (
 	"sync/atomic"
 )
 
-// team runs the parallel phases of a host decode step (hoststep.go) on the
+// team runs the parallel phases of a host step (hoststep.go) on the
 // calling goroutine and a fixed set of helper goroutines. A batch-1 decode
 // step is a few dozen phases of tens of microseconds each (the row blocks
 // of one layer's matrix-vector products), so starting goroutines per phase
 // (about a microsecond each, plus waking an idle thread) would be a large
 // share of it: the helpers instead spin on a phase counter for a short
-// while after each phase and only then sleep on a channel, and the caller
-// spins until they report the phase done.
+// while after each phase and only then sleep on a channel.
+//
+// A phase is a number of items that the workers claim one at a time, the
+// caller among them, and the caller returns once every item is finished —
+// not once every helper has looked: on a loaded machine a helper whose
+// thread is descheduled simply claims nothing, and the caller does its
+// share. A claim names its phase (the high half of the claim counter), so
+// a helper that wakes up late cannot take an item of a later phase for the
+// function of an earlier one.
 //
 // A team is used by one goroutine at a time (its Session's).
 type team struct {
-	fn      func(worker int) // the phase being run; set before posted grows
-	posted  atomic.Uint64    // phases posted so far
+	phase   atomic.Pointer[teamPhase]
+	claim   atomic.Uint64 // phase generation << 32 | next item
+	done    atomic.Int64  // items of the current phase finished
+	posted  atomic.Uint64 // generation of the last phase posted
 	quit    atomic.Bool
 	helpers []*teamHelper
 }
 
-// teamHelper is one helper goroutine's state.
+// teamPhase is one call of team.run.
+type teamPhase struct {
+	fn    func(worker, item int)
+	items int
+	gen   uint64
+}
+
+// teamHelper is one helper goroutine's sleep state.
 type teamHelper struct {
-	done   atomic.Uint64 // phases this helper has finished
-	asleep atomic.Bool   // the helper is (about to be) blocked on wake
+	asleep atomic.Bool // the helper is (about to be) blocked on wake
 	wake   chan struct{}
 }
 
 // teamSpin is how many times a helper polls the phase counter before it
-// sleeps (tens of microseconds: longer than the serial work between two
-// phases of a step, shorter than sampling a token between steps over a
-// large vocabulary), and how many times the caller polls a helper before
-// it starts yielding its thread.
+// sleeps (some tens of microseconds: longer than the serial work between
+// two phases of a step), and how many times the caller polls for the last
+// items before it yields its thread.
 const teamSpin = 1 << 14
 
 // newTeam starts workers−1 helpers (workers ≤ 1: none; the caller runs
@@ -51,25 +65,43 @@ func newTeam(workers int) *team {
 // workers returns the number of workers, the caller included.
 func (t *team) workers() int { return 1 + len(t.helpers) }
 
-// run calls fn(w) for every worker w < workers() concurrently, fn(0) on the
-// calling goroutine, and returns when all have returned.
-func (t *team) run(fn func(worker int)) {
-	if len(t.helpers) == 0 {
-		fn(0)
+// run calls fn(worker, item) for every item < items, spread over the
+// workers (worker 0 is the calling goroutine; each worker index runs on
+// one goroutine at a time), and returns when all have returned.
+func (t *team) run(items int, fn func(worker, item int)) {
+	if len(t.helpers) == 0 || items <= 1 {
+		for it := range items {
+			fn(0, it)
+		}
 		return
 	}
-	t.fn = fn
-	gen := t.posted.Add(1)
+	p := &teamPhase{fn: fn, items: items, gen: t.posted.Load() + 1}
+	t.done.Store(0)
+	t.claim.Store(p.gen << 32)
+	t.phase.Store(p)
+	t.posted.Store(p.gen)
 	t.wakeAll()
-	fn(0)
-	for _, h := range t.helpers {
-		for spins := 0; h.done.Load() < gen; spins++ {
-			if spins >= teamSpin {
-				runtime.Gosched()
-			}
+	t.work(0, p)
+	for spins := 0; t.done.Load() < int64(items); spins++ {
+		if spins >= teamSpin {
+			runtime.Gosched() // a helper's thread was descheduled mid-item
 		}
 	}
-	t.fn = nil
+}
+
+// work claims and runs items of phase p until none is left.
+func (t *team) work(w int, p *teamPhase) {
+	for {
+		c := t.claim.Load()
+		if c>>32 != p.gen&0xffffffff || int(c&0xffffffff) >= p.items {
+			return
+		}
+		if !t.claim.CompareAndSwap(c, c+1) {
+			continue
+		}
+		p.fn(w, int(c&0xffffffff))
+		t.done.Add(1)
+	}
 }
 
 // wakeAll wakes the helpers that went to sleep.
@@ -90,21 +122,22 @@ func (t *team) stop() {
 	t.wakeAll()
 }
 
-// loop is helper w's life: wait for phase gen (spinning, then asleep), run
-// it, report it done.
+// loop is helper w's life: wait for a phase newer than the last it saw
+// (spinning, then asleep), work on it.
 //
 // The sleep handshake: the helper marks itself asleep, then checks the
-// counter once more. If the phase was posted meanwhile, whichever of the
+// counter once more. If a phase was posted meanwhile, whichever of the
 // two clears the mark first decides: the helper (it goes on without
 // sleeping) or the caller (it sends a wake-up, which the helper takes).
 func (t *team) loop(w int, h *teamHelper) {
-	for gen := uint64(1); ; gen++ {
-		for spins := 0; t.posted.Load() < gen; spins++ {
+	seen := uint64(0)
+	for {
+		for spins := 0; t.posted.Load() == seen; spins++ {
 			if spins < teamSpin {
 				continue
 			}
 			h.asleep.Store(true)
-			if t.posted.Load() < gen || !h.asleep.CompareAndSwap(true, false) {
+			if t.posted.Load() == seen || !h.asleep.CompareAndSwap(true, false) {
 				<-h.wake
 			}
 			spins = 0
@@ -112,7 +145,9 @@ func (t *team) loop(w int, h *teamHelper) {
 		if t.quit.Load() {
 			return
 		}
-		t.fn(w)
-		h.done.Store(gen)
+		seen = t.posted.Load()
+		if p := t.phase.Load(); p != nil {
+			t.work(w, p)
+		}
 	}
 }
