@@ -507,7 +507,8 @@ func TestBF16WeightModel(t *testing.T) {
 	// positions; the bf16 one also its norm weights (vectors of the hidden
 	// or head size) and the gathered embedding row, never a matrix.
 	castElems := func(m *qwen.Model) int64 {
-		m.SetGraphStep(true)                               // the host step reads the bf16 weights without casts
+		// The graph step: the host step reads bf16 weights without casts.
+		m.SetGraphStep(true)
 		if _, err := DecodeSpeed(m, 1, 8, 2); err != nil { // compiles
 			t.Fatal(err)
 		}
