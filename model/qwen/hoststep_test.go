@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
@@ -284,5 +286,33 @@ func TestHostStepWeightsUpdate(t *testing.T) {
 	p.generate("generate after the update", 5, nil)
 	if m.host == before {
 		t.Fatal("host views were not rebuilt after the variables changed")
+	}
+}
+
+// TestHostSessionCleanup: a host-step session dropped without Close stops
+// its helper threads once collected.
+func TestHostSessionCleanup(t *testing.T) {
+	m := hostCases[5].model(t)
+	before := runtime.NumGoroutine()
+	func() {
+		s, err := m.newSession(1, 64, 1, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Append([][]int{hostPrompt(m, 0, 5)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Generate(GenerateOptions{MaxNewTokens: 3, EOS: []int{}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if runtime.NumGoroutine() <= before {
+			t.Fatalf("the session started no helper (%d goroutines)", runtime.NumGoroutine())
+		}
+	}()
+	for deadline := time.Now().Add(10 * time.Second); runtime.NumGoroutine() > before; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines after the session was dropped, %d before", runtime.NumGoroutine(), before)
+		}
+		runtime.GC()
 	}
 }

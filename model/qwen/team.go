@@ -87,6 +87,9 @@ func (t *team) run(items int, fn func(worker, item int)) {
 			runtime.Gosched() // a helper's thread was descheduled mid-item
 		}
 	}
+	// Drop fn: what it captures (a Session) must not stay reachable from
+	// the helpers, or an unclosed Session's cleanup would never run.
+	t.phase.Store(nil)
 }
 
 // work claims and runs items of phase p until none is left.
