@@ -80,19 +80,17 @@ var hostCases = []hostCase{
 		RMSNormEps: 1e-6, RopeTheta: 1e6, TieWordEmbeddings: true, MaxPositionEmbeddings: 512,
 	}, LoadOptions{})},
 	// bfloat16 weights computing in float32 (the BF16 decode of cas bench
-	// cpu), rows long enough for the 2-thread GEMV phases (over 96 KiB).
-	{"qwen3 bf16 weights", hostRandom(Config{
-		Architectures: []string{"Qwen3ForCausalLM"}, ModelType: "qwen3",
-		VocabSize: 1024, HiddenSize: 256, IntermediateSize: 512, NumHiddenLayers: 2,
-		NumAttentionHeads: 4, NumKeyValueHeads: 2, HeadDim: 64, HiddenAct: "silu",
-		RMSNormEps: 1e-6, RopeTheta: 1e6, TieWordEmbeddings: true, MaxPositionEmbeddings: 512,
-	}, LoadOptions{DType: PrecisionBF16})},
-	{"qwen3 f32 2 threads", hostRandom(Config{
-		Architectures: []string{"Qwen3ForCausalLM"}, ModelType: "qwen3",
-		VocabSize: 1024, HiddenSize: 256, IntermediateSize: 512, NumHiddenLayers: 2,
-		NumAttentionHeads: 4, NumKeyValueHeads: 2, HeadDim: 64, HiddenAct: "silu",
-		RMSNormEps: 1e-6, RopeTheta: 1e6, TieWordEmbeddings: true, MaxPositionEmbeddings: 512,
-	}, LoadOptions{})},
+	// cpu), and float32 ones, in layers large enough for the multi-thread
+	// GEMV phases (over 96 KiB).
+	{"qwen3 bf16 weights", hostRandom(hostMidConfig, LoadOptions{DType: PrecisionBF16})},
+	{"qwen3 f32 2 threads", hostRandom(hostMidConfig, LoadOptions{})},
+}
+
+var hostMidConfig = Config{
+	Architectures: []string{"Qwen3ForCausalLM"}, ModelType: "qwen3",
+	VocabSize: 1024, HiddenSize: 256, IntermediateSize: 512, NumHiddenLayers: 2,
+	NumAttentionHeads: 4, NumKeyValueHeads: 2, HeadDim: 64, HiddenAct: "silu",
+	RMSNormEps: 1e-6, RopeTheta: 1e6, TieWordEmbeddings: true, MaxPositionEmbeddings: 512,
 }
 
 // hostPair is a host-step session and a graph-step session of one model
