@@ -110,7 +110,7 @@ func (m *Model) newSession(batch, capacity int, seed uint64, host bool) (*Sessio
 	}
 	c, dt := m.Config, m.ComputeDType()
 	if host {
-		s.host = newHostState(c, batch, capacity)
+		s.host = newHostState(c, batch, capacity, max(m.hostWorkers(), 1))
 		// A session dropped without Close still stops its helper threads.
 		runtime.AddCleanup(s, func(h *hostState) { h.team.stop() }, s.host)
 		return s, nil

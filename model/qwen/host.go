@@ -19,7 +19,7 @@ import (
 // its steps on the gocpu backend: "graph" forces the compiled step graph
 // (the reference, and the only path on other backends); anything else,
 // or unset, lets float32-computing models use the host step of
-// hoststep.go.
+// hoststep.go (on a gocpu backend that is not plain, with its workers).
 const StepEnv = "CAS_QWEN_STEP"
 
 // useHostStep reports whether sessions of m run the host step: on the
@@ -33,10 +33,19 @@ func (m *Model) useHostStep() bool {
 	if graph {
 		return false
 	}
-	if _, ok := m.backend.(*gocpu.Backend); !ok || m.ComputeDType() != dtypes.Float32 {
+	if m.hostWorkers() == 0 || m.ComputeDType() != dtypes.Float32 {
 		return false
 	}
 	return os.Getenv(StepEnv) != "graph"
+}
+
+// hostWorkers returns the threads of the host step: the gocpu backend's
+// workers, or 0 on any other backend and on a plain (nofast) gocpu.
+func (m *Model) hostWorkers() int {
+	if b, ok := m.backend.(*gocpu.Backend); ok {
+		return b.Workers()
+	}
+	return 0
 }
 
 // SetGraphStep makes the sessions started afterwards run their steps as

@@ -49,9 +49,10 @@ type hostState struct {
 // hostToken is an active token: chunk index t of row b.
 type hostToken struct{ b, t int }
 
-// newHostState allocates the caches of batch rows of slots slots.
-func newHostState(c *Config, batch, slots int) *hostState {
-	h := &hostState{team: newTeam(tensor.Workers(0))}
+// newHostState allocates the caches of batch rows of slots slots, with
+// workers threads.
+func newHostState(c *Config, batch, slots, workers int) *hostState {
+	h := &hostState{team: newTeam(workers)}
 	for range c.NumHiddenLayers {
 		n := batch * c.NumKeyValueHeads * slots * c.HeadDim
 		h.keys, h.values = append(h.keys, make([]float32, n)), append(h.values, make([]float32, n))

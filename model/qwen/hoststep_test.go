@@ -314,3 +314,50 @@ func TestHostSessionCleanup(t *testing.T) {
 		runtime.GC()
 	}
 }
+
+// TestUseHostStep: which sessions run the host step.
+func TestUseHostStep(t *testing.T) {
+	cfg := hostMidConfig
+	cfg.NumHiddenLayers = 1
+	for _, tc := range []struct {
+		name, backend string
+		setup         func(t *testing.T, m *Model)
+		want          bool
+	}{
+		{"gocpu", "gocpu", nil, true},
+		{"gocpu, 1 worker", "gocpu:workers=1", nil, true},
+		{"gocpu nofast", "gocpu:nofast", nil, false},
+		{"pure Go", "go", nil, false},
+		{"bf16 compute", "gocpu", func(t *testing.T, m *Model) { SetComputeDType(m.Context(), PrecisionBF16) }, false},
+		{"SetGraphStep", "gocpu", func(t *testing.T, m *Model) { m.SetGraphStep(true) }, false},
+		{"SetGraphStep undone", "gocpu", func(t *testing.T, m *Model) { m.SetGraphStep(true); m.SetGraphStep(false) }, true},
+		{StepEnv + "=graph", "gocpu", func(t *testing.T, m *Model) { t.Setenv(StepEnv, "graph") }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			be, err := backend.NewWithConfig(tc.backend)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer be.Finalize()
+			m, err := NewRandom(&cfg, be, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			if tc.setup != nil {
+				tc.setup(t, m)
+			}
+			s, err := m.NewSession(1, 8, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if got := s.host != nil; got != tc.want {
+				t.Fatalf("host step %v, want %v", got, tc.want)
+			}
+			if s.host != nil && s.host.team.workers() != be.(*gocpu.Backend).Workers() {
+				t.Fatalf("%d workers, backend has %d", s.host.team.workers(), be.(*gocpu.Backend).Workers())
+			}
+		})
+	}
+}
