@@ -21,11 +21,11 @@ package qwen
 // GemvTBF16 with the rows of a phase's projections split into chunks that
 // the team's workers take in turn; several tokens (prefill chunks, batched
 // decoding) run the packed GEMM (tensor.MatMulT). Attention runs per
-// (token, KV head): scores q·kᵀ/√h over the slots ≤ start+t as one GEMV
-// over the keys, maskedScore where keyValid is false (the graph's additive
-// bias), softmax, and the values' GEMV — the graph's attend, restricted to
-// the slots the causal mask allows (the others' probabilities are exactly
-// zero in float32).
+// (token, KV head): the scores q·kᵀ/√h of the group's query heads over the
+// slots ≤ start+t (tensor.DotBlock), maskedScore where keyValid is false
+// (the graph's additive bias), softmax, and a GEMV over the values per
+// head — the graph's attend, restricted to the slots the causal mask
+// allows (the others' probabilities are exactly zero in float32).
 
 import (
 	"math"
@@ -43,7 +43,7 @@ type hostState struct {
 	tok                     []hostToken
 	x, xn, q, k, v, qr, kr  []float32
 	att, gate, up, cos, sin []float32
-	scores                  [][]float32 // per worker: [S]
+	scores                  [][]float32 // per worker: [r, S]
 }
 
 // hostToken is an active token: chunk index t of row b.
@@ -302,22 +302,25 @@ func (h *hostState) attend(s *Session, att, qr, keys, values []float32) {
 		n := start + tk.t + 1 // slots ≤ start+t
 		valid := s.keyValid[tk.b*slots : tk.b*slots+n]
 		blk := tk.b*kv + j
-		kb := keys[blk*slots*hd:]   // [S, h]
-		vb := values[blk*hd*slots:] // [h, S]
-		sc := grow(&h.scores[wk], n)
+		kb := keys[blk*slots*hd:]                        // [S, h]
+		vb := values[blk*hd*slots:]                      // [h, S]
+		sc := grow(&h.scores[wk], r*slots)[:r*n]         // [r, n]
+		o := (i*nh + j*r) * hd                           // the group's r query heads, contiguous
+		tensor.DotBlock(sc, qr[o:o+r*hd], kb[:n*hd], hd) // q·k_s
 		for rr := range r {
-			head := j*r + rr
-			o := (i*nh + head) * hd
-			tensor.GemvT(sc, qr[o:o+hd], kb, n, hd, hd, false, 1) // q·k_s
+			row := sc[rr*n : (rr+1)*n]
 			for si, ok := range valid {
 				if ok {
-					sc[si] *= scale
+					row[si] *= scale
 				} else {
-					sc[si] = maskedScore
+					row[si] = maskedScore
 				}
 			}
-			tensor.SoftmaxRows(sc, sc, n, 1)
-			tensor.GemvT(att[o:o+hd], sc, vb, hd, n, slots, false, 1) // Σ_s p_s v_s
+		}
+		tensor.SoftmaxRows(sc, sc, n, 1)
+		for rr := range r {
+			oh := o + rr*hd
+			tensor.GemvT(att[oh:oh+hd], sc[rr*n:(rr+1)*n], vb, hd, n, slots, false, 1) // Σ_s p_s v_s
 		}
 	}
 	items := len(h.tok) * kv
