@@ -177,7 +177,11 @@ func TestModelFiguresBothBackends(t *testing.T) {
 		var f ModelFigures
 		var err error
 		if name == "go" {
-			b, e := simplego.New("")
+			// Sequential ops: GoMLX v0.26's simplego deadlocks here now and
+			// then on a 2-CPU machine when parallel op tasks fill its worker
+			// pool and each waits in DotGeneral for a worker of the same
+			// pool (all in sync.Cond.Wait; main at ca5fde0 too).
+			b, e := simplego.New("ops_sequential")
 			if e != nil {
 				t.Fatal(e)
 			}
