@@ -9,6 +9,8 @@ import (
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/backends/simplego"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
+
+	"github.com/cas-engine/cas/tensor"
 )
 
 // BackendName selects this backend in GOMLX_BACKEND ("gocpu[:config]").
@@ -78,6 +80,17 @@ func New(config string) (backends.Backend, error) {
 
 // Name implements backends.Backend.
 func (b *Backend) Name() string { return "GoCPU (gocpu)" }
+
+// Workers returns the goroutines gocpu's kernels use (the workers= option,
+// else GOMAXPROCS), or 0 when the backend is plain (nofast: every op on
+// simplego). Model code that runs host kernels beside the graphs
+// (model/qwen's host decode step) follows it.
+func (b *Backend) Workers() int {
+	if b.plain {
+		return 0
+	}
+	return tensor.Workers(b.workers)
+}
 
 // String implements backends.Backend.
 func (b *Backend) String() string { return BackendName }

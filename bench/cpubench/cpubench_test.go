@@ -177,7 +177,11 @@ func TestModelFiguresBothBackends(t *testing.T) {
 		var f ModelFigures
 		var err error
 		if name == "go" {
-			b, e := simplego.New("")
+			// Sequential ops: GoMLX v0.26's simplego deadlocks here now and
+			// then on a 2-CPU machine when parallel op tasks fill its worker
+			// pool and each waits in DotGeneral for a worker of the same
+			// pool (all in sync.Cond.Wait; main at ca5fde0 too).
+			b, e := simplego.New("ops_sequential")
 			if e != nil {
 				t.Fatal(e)
 			}
@@ -507,6 +511,8 @@ func TestBF16WeightModel(t *testing.T) {
 	// positions; the bf16 one also its norm weights (vectors of the hidden
 	// or head size) and the gathered embedding row, never a matrix.
 	castElems := func(m *qwen.Model) int64 {
+		// The graph step: the host step reads bf16 weights without casts.
+		m.SetGraphStep(true)
 		if _, err := DecodeSpeed(m, 1, 8, 2); err != nil { // compiles
 			t.Fatal(err)
 		}

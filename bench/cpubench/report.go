@@ -21,7 +21,7 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	if r.DecodeOnly {
 		r.writeDecode(w)
 		for _, m := range r.Models {
-			writeProfile(w, fmt.Sprintf("%s, batch-1 decode of %d tokens", m.Name, m.DecodeProfileTokens), m.DecodeProfile, 0, m.DecodeProfileTokens)
+			writeProfile(w, fmt.Sprintf("%s, batch-1 decode of %d tokens through the step graph", m.Name, m.DecodeProfileTokens), m.DecodeProfile, 0, m.DecodeProfileTokens)
 		}
 		return
 	}
@@ -105,7 +105,7 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	}
 	for _, m := range r.Models {
 		writeProfile(w, m.Name+", one training step", m.TrainProfile, m.Fast.TrainStepS, 1)
-		writeProfile(w, fmt.Sprintf("%s, batch-1 decode of %d tokens", m.Name, m.DecodeProfileTokens), m.DecodeProfile, 0, m.DecodeProfileTokens)
+		writeProfile(w, fmt.Sprintf("%s, batch-1 decode of %d tokens through the step graph", m.Name, m.DecodeProfileTokens), m.DecodeProfile, 0, m.DecodeProfileTokens)
 	}
 }
 

@@ -108,6 +108,9 @@ func profileModel(cfg *qwen.Config, opt *Options, row *ModelRow) error {
 	if err != nil {
 		return err
 	}
+	// Sessions on gocpu run the host step, which has no ops to profile:
+	// the decode profile is the step graph's, the reference path.
+	m.SetGraphStep(true)
 	ids := make([]int32, opt.Batch*opt.SeqLen)
 	for i := range ids {
 		ids[i] = int32((i*7919 + 13) % cfg.VocabSize)

@@ -54,6 +54,17 @@
 // limit, and returns ids with their log-probabilities under the model.
 // Finished rows stay in the batch, masked, until Session.Keep drops them.
 //
+// On the gocpu backend, a model computing in float32 (weights stored in
+// float32 or bfloat16) runs a Session's steps on the host instead
+// (hoststep.go): the same arithmetic written out like llama2.c's forward,
+// over the variables' own buffers (host.go) and host KV caches in the
+// graph's layouts, computing only the tokens that fill a slot, with
+// batch-1 matrix-vector products split over a team of spinning helper
+// threads (team.go) instead of ≈ 345 graph ops through the executor. Its
+// logits match the step graph's within 1e-6 of max |logit|
+// (hoststep_test.go); the graph stays the reference and the path of the
+// other backends, and $CAS_QWEN_STEP=graph or Model.SetGraphStep forces it.
+//
 // # Scoring
 //
 // TokenLogProbs (score.go) is a graph function giving teacher-forced

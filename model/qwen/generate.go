@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -75,7 +76,8 @@ type Session struct {
 	pos      []int32   // next position id, per row
 	pending  [][]int32 // tokens of the sequence not yet in the cache, per row
 	logits   [][]float32
-	caches   []*tensors.Tensor
+	caches   []*tensors.Tensor // the graph step's KV caches
+	host     *hostState        // the host step's (hoststep.go), nil on the graph path
 	rng      *rand.Rand
 	// MaxChunk bounds the tokens per prefill call; feed lowers it further
 	// so that one call's attention scores stay under 1 GiB.
@@ -84,8 +86,15 @@ type Session struct {
 
 // NewSession starts a batch of size batch with room for capacity tokens
 // per row (it grows by doubling when needed, which recompiles the graphs
-// once per size). seed drives sampling.
+// once per size). seed drives sampling. On the gocpu backend a model that
+// computes in float32 runs its steps on the host (hoststep.go) unless
+// $CAS_QWEN_STEP is "graph" (StepEnv).
 func (m *Model) NewSession(batch, capacity int, seed uint64) (*Session, error) {
+	return m.newSession(batch, capacity, seed, m.useHostStep())
+}
+
+// newSession is NewSession with the step path chosen by host.
+func (m *Model) newSession(batch, capacity int, seed uint64, host bool) (*Session, error) {
 	if batch <= 0 {
 		return nil, fmt.Errorf("session: batch %d must be positive", batch)
 	}
@@ -100,6 +109,12 @@ func (m *Model) NewSession(batch, capacity int, seed uint64) (*Session, error) {
 		MaxChunk: 256,
 	}
 	c, dt := m.Config, m.ComputeDType()
+	if host {
+		s.host = newHostState(c, batch, capacity, max(m.hostWorkers(), 1))
+		// A session dropped without Close still stops its helper threads.
+		runtime.AddCleanup(s, func(h *hostState) { h.team.stop() }, s.host)
+		return s, nil
+	}
 	for range c.NumHiddenLayers {
 		s.caches = append(s.caches,
 			tensors.FromShape(shapes.Make(dt, batch, c.NumKeyValueHeads, capacity, c.HeadDim)),
@@ -120,6 +135,9 @@ func (s *Session) NextLogits(b int) []float32 { return s.logits[b] }
 
 // Close releases the cache buffers.
 func (s *Session) Close() {
+	if s.host != nil {
+		s.host.close()
+	}
 	for _, t := range s.caches {
 		t.FinalizeAll()
 	}
@@ -144,6 +162,28 @@ func (s *Session) Keep(rows []int) error {
 		seen[r] = true
 		idx[i] = int32(r)
 	}
+	if s.host != nil {
+		if s.host.keys == nil {
+			return errors.New("keep: session is closed")
+		}
+		s.host.keepRows(s.m.Config, rows, s.slots)
+	} else if err := s.keepGraph(idx); err != nil {
+		return err
+	}
+	valid := make([]bool, len(rows)*s.slots)
+	pos := make([]int32, len(rows))
+	pending := make([][]int32, len(rows))
+	logits := make([][]float32, len(rows))
+	for i, r := range rows {
+		copy(valid[i*s.slots:(i+1)*s.slots], s.keyValid[r*s.slots:(r+1)*s.slots])
+		pos[i], pending[i], logits[i] = s.pos[r], s.pending[r], s.logits[r]
+	}
+	s.batch, s.keyValid, s.pos, s.pending, s.logits = len(rows), valid, pos, pending, logits
+	return nil
+}
+
+// keepGraph selects the graph caches' rows idx.
+func (s *Session) keepGraph(idx []int32) error {
 	args := []any{tensors.FromFlatDataAndDimensions(idx, len(idx))}
 	for _, t := range s.caches {
 		args = append(args, t)
@@ -156,15 +196,6 @@ func (s *Session) Keep(rows []int) error {
 		t.FinalizeAll()
 	}
 	s.caches = out
-	valid := make([]bool, len(rows)*s.slots)
-	pos := make([]int32, len(rows))
-	pending := make([][]int32, len(rows))
-	logits := make([][]float32, len(rows))
-	for i, r := range rows {
-		copy(valid[i*s.slots:(i+1)*s.slots], s.keyValid[r*s.slots:(r+1)*s.slots])
-		pos[i], pending[i], logits[i] = s.pos[r], s.pending[r], s.logits[r]
-	}
-	s.batch, s.keyValid, s.pos, s.pending, s.logits = len(rows), valid, pos, pending, logits
 	return nil
 }
 
@@ -218,7 +249,10 @@ func (s *Session) feed(chunks [][]int32, longest int) error {
 	}
 	for off := 0; off < longest; off += maxChunk {
 		n := min(maxChunk, longest-off)
-		width := bucket(n)
+		width := n // the host step computes the active tokens only
+		if s.host == nil {
+			width = bucket(n)
+		}
 		ids := make([]int32, s.batch*width)
 		pos := make([]int32, s.batch*width)
 		last := make([]int32, s.batch)
@@ -255,6 +289,12 @@ func (s *Session) feed(chunks [][]int32, longest int) error {
 // step runs one compiled step over ids/pos [B, width] at slot s.next and
 // returns the logits at index last[b] of each row.
 func (s *Session) step(ids, pos, last []int32, width int) ([][]float32, error) {
+	if s.host != nil {
+		if s.host.keys == nil {
+			return nil, errors.New("generate: session is closed")
+		}
+		return s.hostStep(ids, pos, last, width)
+	}
 	if s.caches == nil {
 		return nil, errors.New("generate: session is closed")
 	}
@@ -302,6 +342,21 @@ func (s *Session) reserve(n int) error {
 	for newSlots < need {
 		newSlots *= 2
 	}
+	if s.host != nil {
+		s.host.growSlots(s.m.Config, s.batch, s.slots, newSlots)
+	} else if err := s.growGraph(newSlots); err != nil {
+		return err
+	}
+	valid := make([]bool, s.batch*newSlots)
+	for b := range s.batch {
+		copy(valid[b*newSlots:], s.keyValid[b*s.slots:(b+1)*s.slots])
+	}
+	s.keyValid, s.slots = valid, newSlots
+	return nil
+}
+
+// growGraph copies the graph caches into buffers of newSlots slots.
+func (s *Session) growGraph(newSlots int) error {
 	exec, err := graph.NewExec(s.m.backend, growGraph(newSlots))
 	if err != nil {
 		return err
@@ -319,11 +374,6 @@ func (s *Session) reserve(n int) error {
 		t.FinalizeAll()
 	}
 	s.caches = out
-	valid := make([]bool, s.batch*newSlots)
-	for b := range s.batch {
-		copy(valid[b*newSlots:], s.keyValid[b*s.slots:(b+1)*s.slots])
-	}
-	s.keyValid, s.slots = valid, newSlots
 	return nil
 }
 

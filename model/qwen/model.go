@@ -38,8 +38,10 @@ type Model struct {
 	logitsExec *context.Exec
 	stepExec   *context.Exec
 	selectExec *graph.Exec
-	mu         sync.Mutex // guards scoreExecs
+	mu         sync.Mutex // guards scoreExecs, host and graphStep
 	scoreExecs map[ScoreOptions]*context.Exec
+	host       *hostSnapshot // the host step's views of the weights (host.go)
+	graphStep  bool          // SetGraphStep
 }
 
 // LoadOptions tune Load.

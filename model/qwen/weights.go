@@ -10,10 +10,12 @@ import (
 	"github.com/cas-engine/cas/model/hfbind"
 )
 
-// weights is the tensor tree of a Qwen checkpoint, bound declaratively in
-// hfbind's tag dialect: `hf` is the Hugging Face name (relative to the
+// weightTree is the tensor tree of a Qwen checkpoint, bound declaratively
+// in hfbind's tag dialect: `hf` is the Hugging Face name (relative to the
 // enclosing field's), `shape` its dimensions in the symbols below, and
-// `when` the condition (see env) under which the checkpoint holds it.
+// `when` the condition (see env) under which the checkpoint holds it. T is
+// what a leaf binds to: a graph node (weights, for the graphs) or a host
+// view of the variable's values (hostWeights, for the CPU decode step).
 //
 // Shape symbols: V vocab_size, D hidden_size, I intermediate_size,
 // L num_hidden_layers, Q num_attention_heads·head_dim,
@@ -21,33 +23,36 @@ import (
 //
 // Every weight stays in Hugging Face's [out, in] layout; matmuls contract on
 // the last axis of both operands.
-type weights struct {
-	Embed  *graph.Node `hf:"model.embed_tokens.weight" shape:"V,D"` // [V, D]
-	Layers []layer     `hf:"model.layers" count:"L"`                // num_hidden_layers blocks
-	Norm   *graph.Node `hf:"model.norm.weight" shape:"D"`           // [D]
+type weightTree[T comparable] struct {
+	Embed  T              `hf:"model.embed_tokens.weight" shape:"V,D"` // [V, D]
+	Layers []layerTree[T] `hf:"model.layers" count:"L"`                // num_hidden_layers blocks
+	Norm   T              `hf:"model.norm.weight" shape:"D"`           // [D]
 	// LMHead is nil when the embeddings are tied; a tied checkpoint that
 	// still ships lm_head.weight has it ignored, as Hugging Face does.
-	LMHead *graph.Node `hf:"lm_head.weight" shape:"V,D" when:"untied" otherwise:"ignore"` // [V, D]
+	LMHead T `hf:"lm_head.weight" shape:"V,D" when:"untied" otherwise:"ignore"` // [V, D]
 }
 
-// layer is one decoder block, model.layers.N.*.
-type layer struct {
-	InputNorm *graph.Node `hf:"input_layernorm.weight" shape:"D"`                // [D]
-	Q         *graph.Node `hf:"self_attn.q_proj.weight" shape:"Q,D"`             // [Q, D]
-	QBias     *graph.Node `hf:"self_attn.q_proj.bias" shape:"Q" when:"qkvBias"`  // [Q]
-	K         *graph.Node `hf:"self_attn.k_proj.weight" shape:"K,D"`             // [K, D]
-	KBias     *graph.Node `hf:"self_attn.k_proj.bias" shape:"K" when:"qkvBias"`  // [K]
-	V         *graph.Node `hf:"self_attn.v_proj.weight" shape:"K,D"`             // [K, D]
-	VBias     *graph.Node `hf:"self_attn.v_proj.bias" shape:"K" when:"qkvBias"`  // [K]
-	O         *graph.Node `hf:"self_attn.o_proj.weight" shape:"D,Q"`             // [D, Q]
-	OBias     *graph.Node `hf:"self_attn.o_proj.bias" shape:"D" when:"oBias"`    // [D]
-	QNorm     *graph.Node `hf:"self_attn.q_norm.weight" shape:"H" when:"qkNorm"` // [H]
-	KNorm     *graph.Node `hf:"self_attn.k_norm.weight" shape:"H" when:"qkNorm"` // [H]
-	PostNorm  *graph.Node `hf:"post_attention_layernorm.weight" shape:"D"`       // [D]
-	Gate      *graph.Node `hf:"mlp.gate_proj.weight" shape:"I,D"`                // [I, D]
-	Up        *graph.Node `hf:"mlp.up_proj.weight" shape:"I,D"`                  // [I, D]
-	Down      *graph.Node `hf:"mlp.down_proj.weight" shape:"D,I"`                // [D, I]
+// layerTree is one decoder block, model.layers.N.*.
+type layerTree[T comparable] struct {
+	InputNorm T `hf:"input_layernorm.weight" shape:"D"`                // [D]
+	Q         T `hf:"self_attn.q_proj.weight" shape:"Q,D"`             // [Q, D]
+	QBias     T `hf:"self_attn.q_proj.bias" shape:"Q" when:"qkvBias"`  // [Q]
+	K         T `hf:"self_attn.k_proj.weight" shape:"K,D"`             // [K, D]
+	KBias     T `hf:"self_attn.k_proj.bias" shape:"K" when:"qkvBias"`  // [K]
+	V         T `hf:"self_attn.v_proj.weight" shape:"K,D"`             // [K, D]
+	VBias     T `hf:"self_attn.v_proj.bias" shape:"K" when:"qkvBias"`  // [K]
+	O         T `hf:"self_attn.o_proj.weight" shape:"D,Q"`             // [D, Q]
+	OBias     T `hf:"self_attn.o_proj.bias" shape:"D" when:"oBias"`    // [D]
+	QNorm     T `hf:"self_attn.q_norm.weight" shape:"H" when:"qkNorm"` // [H]
+	KNorm     T `hf:"self_attn.k_norm.weight" shape:"H" when:"qkNorm"` // [H]
+	PostNorm  T `hf:"post_attention_layernorm.weight" shape:"D"`       // [D]
+	Gate      T `hf:"mlp.gate_proj.weight" shape:"I,D"`                // [I, D]
+	Up        T `hf:"mlp.up_proj.weight" shape:"I,D"`                  // [I, D]
+	Down      T `hf:"mlp.down_proj.weight" shape:"D,I"`                // [D, I]
 }
+
+// weights is the tree bound to graph nodes.
+type weights = weightTree[*graph.Node]
 
 // env evaluates the tags of the weights tree for a config.
 func env(c *Config) hfbind.Env {
@@ -78,7 +83,7 @@ func weightSpecs(c *Config) []hfbind.Leaf { return weightLeaves(c, &weights{}) }
 
 // weightLeaves sizes the tree w for the config and lists its leaves, with
 // the fields of w to bind.
-func weightLeaves(c *Config, w *weights) []hfbind.Leaf {
+func weightLeaves[T comparable](c *Config, w *weightTree[T]) []hfbind.Leaf {
 	leaves, err := hfbind.Walk(w, env(c))
 	if err != nil {
 		panic(fmt.Errorf("qwen: weight tags: %w", err)) // the tags are constant
@@ -131,8 +136,9 @@ func bindWeights(ctx *context.Context, g *graph.Graph, c *Config) *weights {
 
 // lmHead returns the output projection [V, D]: lm_head.weight, or the
 // embedding matrix when tie_word_embeddings is set.
-func (w *weights) lmHead() *graph.Node {
-	if w.LMHead != nil {
+func (w *weightTree[T]) lmHead() T {
+	var none T
+	if w.LMHead != none {
 		return w.LMHead
 	}
 	return w.Embed
