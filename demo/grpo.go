@@ -18,7 +18,8 @@ func (r *runner) aciBootstrapPath() string { return filepath.Join(r.out, "aci_bo
 func (r *runner) variantDir(v Variant) string { return filepath.Join(r.out, "grpo", v.Name) }
 
 // trainConfig is the trainer's configuration of variant v: GRPO from the
-// warm start on the training split, with APS at the variant's level (or
+// warm start on the GRPO split (the training split where the world has
+// none), with APS at the variant's level (or
 // fixed top-k) and ACI weights (or not), the window preloaded with the
 // shared bootstrap.
 func (r *runner) trainConfig(d *worldData, v Variant) *train.Config {
@@ -28,7 +29,8 @@ func (r *runner) trainConfig(d *worldData, v Variant) *train.Config {
 	c.Seed = r.cfg.Seed
 	c.Steps = max(1, g.Steps)
 	c.Model = train.ModelConfig{Path: r.warmDir()}
-	c.Data = train.DataConfig{Train: []string{d.splitPath(world.Train)}, Shuffle: true}
+	_, split := r.cfg.grpoQuestions()
+	c.Data = train.DataConfig{Train: []string{d.splitPath(split)}, Shuffle: true}
 	c.Retriever = train.RetrieverConfig{Index: d.indexDir}
 	c.APS = train.APSConfig{Enabled: v.APS, QHatFile: r.apsPath(r.cfg.apsAlpha(v)), Alpha: r.cfg.apsAlpha(v),
 		Candidates: r.cfg.APS.Candidates, TopK: r.cfg.APS.TopK}

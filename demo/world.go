@@ -64,9 +64,9 @@ func (r *runner) buildWorld(ctx context.Context) (*worldData, error) {
 		d.byID[p.ID] = p
 	}
 	err = r.stage(ctx, "world", func() error {
-		r.logf("stage 1: world (seed %d): %d entities, %d passages, %d/%d/%d/%d questions",
+		r.logf("stage 1: world (seed %d): %d entities, %d passages, %d/%d/%d/%d/%d questions (train/aps_calib/aci_calib/test/grpo)",
 			r.cfg.World.Seed, len(w.Entities), len(w.Passages), len(w.Splits[world.Train]), len(w.Splits[world.APSCalib]),
-			len(w.Splits[world.ACICalib]), len(w.Splits[world.Test]))
+			len(w.Splits[world.ACICalib]), len(w.Splits[world.Test]), len(w.Splits[world.GRPO]))
 		bm, err := w.TrainTokenizer()
 		if err != nil {
 			return fmt.Errorf("world tokenizer: %w", err)

@@ -193,7 +193,7 @@ func TestNewStepMetrics(t *testing.T) {
 	res := &StepResult{Advantages: []float64{0.7, -0.7}, Scores: []float64{1, 3}, HasACI: true,
 		ACI: conformal.ACIStep{Alpha: 0.25, QHat: 2, AlphaNext: 0.24}, LowConfidence: 0.5, GradNorm: 1.5}
 	m := NewStepMetrics(7, trajs, res, 2e9, 4e9)
-	want := StepMetrics{Step: 7, Reward: 0.5, RewardStd: 0.5, EM: 0.5, FormatValid: 0.5, SearchCalls: 1, Redundant: 0.5, DocsPerSearch: 2,
+	want := StepMetrics{Step: 7, Reward: 0.5, RewardStd: 0.5, EM: 0.5, FormatValid: 0.5, SearchCalls: 1, Searched: 0.5, EMSearched: 1, Redundant: 0.5, DocsPerSearch: 2,
 		Turns: 2, ResponseLen: 4, PolicyTokens: 3, Trajectories: 2, Alpha: 0.25, AlphaNext: 0.24, QHat: 2, LowConfidence: 0.5,
 		ScoreMean: 2, Scores: []float64{1, 3}, GradNorm: 1.5, AdvAbsMean: 0.7, TokensPerSec: 4, StepTime: 4, RolloutTime: 2}
 	if !reflect.DeepEqual(m, want) {

@@ -28,11 +28,18 @@ type StepMetrics struct {
 	Run   string `json:"run,omitempty"`
 
 	// Rollout statistics.
-	Reward        float64 `json:"reward"`             // mean reward (Eq. 5)
-	RewardStd     float64 `json:"reward_std"`         // population std of the rewards
-	EM            float64 `json:"em"`                 // exact-match rate
-	FormatValid   float64 `json:"format_valid"`       // format-valid rate
-	SearchCalls   float64 `json:"search_calls"`       // searches per trajectory
+	Reward      float64 `json:"reward"`       // mean reward (Eq. 5)
+	RewardStd   float64 `json:"reward_std"`   // population std of the rewards
+	EM          float64 `json:"em"`           // exact-match rate
+	FormatValid float64 `json:"format_valid"` // format-valid rate
+	SearchCalls float64 `json:"search_calls"` // searches per trajectory
+	// Searched is the share of trajectories with at least one search;
+	// EMSearched and EMDirect the exact-match rates of those with and
+	// without one (0 where there are none): whether searching pays on the
+	// training prompts, which is what GRPO's advantages compare.
+	Searched      float64 `json:"searched"`
+	EMSearched    float64 `json:"em_searched"`
+	EMDirect      float64 `json:"em_direct"`
 	Redundant     float64 `json:"redundant_searches"` // redundant searches per trajectory (agent.RedundantSearches)
 	DocsPerSearch float64 `json:"docs_per_search"`    // passages kept per search (APS or top-k)
 	Turns         float64 `json:"turns"`              // generations per trajectory
@@ -95,6 +102,14 @@ func NewStepMetrics(step int, trajs []*agent.Trajectory, res *StepResult, rollou
 			m.FormatValid++
 		}
 		searches += len(t.Searches)
+		if len(t.Searches) > 0 {
+			m.Searched++
+			if t.EM {
+				m.EMSearched++
+			}
+		} else if t.EM {
+			m.EMDirect++
+		}
 		m.Redundant += float64(agent.RedundantSearches(t.Searches))
 		for _, c := range t.Searches {
 			docs += len(c.Kept)
@@ -113,6 +128,13 @@ func NewStepMetrics(step int, trajs []*agent.Trajectory, res *StepResult, rollou
 		m.Reward = mean
 		m.EM /= n
 		m.FormatValid /= n
+		if m.Searched > 0 {
+			m.EMSearched /= m.Searched
+		}
+		if direct := n - m.Searched; direct > 0 {
+			m.EMDirect /= direct
+		}
+		m.Searched /= n
 		m.SearchCalls = float64(searches) / n
 		m.Redundant /= n
 		m.Turns /= n

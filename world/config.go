@@ -29,6 +29,8 @@ type Config struct {
 	APSCalib int `json:"aps_calib"`
 	ACICalib int `json:"aci_calib"`
 	Test     int `json:"test"`
+	// GRPO is the number of questions of the GRPO split (0: none).
+	GRPO int `json:"grpo,omitempty"`
 	// TwoHopFraction is the share of two-hop bridge questions in each split.
 	TwoHopFraction float64 `json:"two_hop_fraction"`
 
@@ -38,6 +40,12 @@ type Config struct {
 	// MinMergeFrequency stops BPE training early when the most frequent pair
 	// occurs fewer times than this.
 	MinMergeFrequency int `json:"min_merge_frequency"`
+}
+
+// SplitSizes returns the requested number of questions per split, in
+// split order.
+func (c Config) SplitSizes() [NumSplits]int {
+	return [NumSplits]int{Train: c.Train, APSCalib: c.APSCalib, ACICalib: c.ACICalib, Test: c.Test, GRPO: c.GRPO}
 }
 
 // DefaultConfig is the world of the default `make demo` run: about 2,800
@@ -117,10 +125,14 @@ func (c Config) Validate() error {
 	if c.MarriedFraction < 0 || c.MarriedFraction > 1 {
 		errs = append(errs, fmt.Errorf("married_fraction = %g, want in [0, 1]", c.MarriedFraction))
 	}
-	if c.Train < 0 || c.APSCalib < 0 || c.ACICalib < 0 || c.Test < 0 {
-		errs = append(errs, errors.New("question counts must be >= 0"))
+	total := 0
+	for s, n := range c.SplitSizes() {
+		if n < 0 {
+			errs = append(errs, fmt.Errorf("%s = %d: question counts must be >= 0", Split(s), n))
+		}
+		total += max(n, 0)
 	}
-	if c.Train+c.APSCalib+c.ACICalib+c.Test == 0 {
+	if total == 0 {
 		errs = append(errs, errors.New("all question counts are 0"))
 	}
 	if c.TwoHopFraction < 0 || c.TwoHopFraction > 1 {

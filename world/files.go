@@ -56,7 +56,7 @@ func (w *World) Manifest(tok *bpe.Model) Manifest {
 		Single int `json:"single"`
 		Bridge int `json:"bridge"`
 	}{}
-	for s := range NumSplits {
+	for _, s := range w.fileSplits() {
 		c := m.Questions[s.String()]
 		for _, q := range w.Splits[s] {
 			if q.Hops == 1 {
@@ -73,11 +73,23 @@ func (w *World) Manifest(tok *bpe.Model) Manifest {
 		m.Tokenizer.Added = len(tok.Added)
 	}
 	m.Files = []string{CorpusFile}
-	for s := range NumSplits {
+	for _, s := range w.fileSplits() {
 		m.Files = append(m.Files, SplitFile(s))
 	}
 	m.Files = append(m.Files, TokenizerFile, ManifestFile)
 	return m
+}
+
+// fileSplits are the splits written as files: every split but an empty
+// GRPO one, so that a world without it has the files it always had.
+func (w *World) fileSplits() []Split {
+	var out []Split
+	for s := range NumSplits {
+		if s != GRPO || len(w.Splits[s]) > 0 {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // marshal encodes v as one line of JSON without HTML escaping.
@@ -156,7 +168,7 @@ func (w *World) WriteDir(dir string, tok *bpe.Model) error {
 	if err := write(CorpusFile, func(f io.Writer) error { return WriteCorpus(f, w.Passages) }); err != nil {
 		return err
 	}
-	for s := range NumSplits {
+	for _, s := range w.fileSplits() {
 		if err := write(SplitFile(s), func(f io.Writer) error { return WriteQuestions(f, w.Splits[s]) }); err != nil {
 			return err
 		}

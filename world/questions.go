@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// Split names one of the four question splits.
+// Split names one of the question splits.
 type Split int
 
 // The splits, in file order.
@@ -17,10 +17,15 @@ const (
 	APSCalib
 	ACICalib
 	Test
+	// GRPO holds the questions of the reinforcement-learning stage, about
+	// entities that no train question mentions: a policy warm-started on
+	// train cannot answer them from memory, as Search-R1's RL questions are
+	// new to its base model. Empty unless Config.GRPO asks for some.
+	GRPO
 	NumSplits
 )
 
-var splitNames = [NumSplits]string{"train", "aps_calib", "aci_calib", "test"}
+var splitNames = [NumSplits]string{"train", "aps_calib", "aci_calib", "test", "grpo"}
 
 // String returns the split's file stem ("aps_calib").
 func (s Split) String() string {
@@ -37,7 +42,7 @@ func ParseSplit(name string) (Split, error) {
 			return Split(s), nil
 		}
 	}
-	return 0, fmt.Errorf("unknown split %q (want train, aps_calib, aci_calib or test)", name)
+	return 0, fmt.Errorf("unknown split %q (want train, aps_calib, aci_calib, test or grpo)", name)
 }
 
 // Question is one line of a split file: FlashRAG's fields (id, question,
@@ -115,8 +120,12 @@ func (w *World) assignSplits(r *rand.Rand) {
 			}
 		}
 	}
-	weights := [NumSplits]float64{float64(w.Config.Train), float64(w.Config.APSCalib), float64(w.Config.ACICalib), float64(w.Config.Test)}
-	total := weights[0] + weights[1] + weights[2] + weights[3]
+	var weights [NumSplits]float64
+	total := 0.0
+	for s, n := range w.Config.SplitSizes() {
+		weights[s] = float64(n)
+		total += weights[s]
+	}
 	var cum [NumSplits]float64
 	acc := 0.0
 	for s := range NumSplits {
@@ -224,7 +233,7 @@ func (w *World) candidates() (single, bridge [NumSplits][]Question) {
 func (w *World) makeSplits(r *rand.Rand) error {
 	w.assignSplits(r)
 	single, bridge := w.candidates()
-	want := [NumSplits]int{w.Config.Train, w.Config.APSCalib, w.Config.ACICalib, w.Config.Test}
+	want := w.Config.SplitSizes()
 	for s := range NumSplits {
 		n := want[s]
 		ss, bs := single[s], bridge[s]

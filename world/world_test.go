@@ -15,8 +15,13 @@ import (
 	"github.com/cas-engine/cas/world/bpe"
 )
 
-// smallWorld is generated once for the read-only tests.
-var smallWorld = sync.OnceValues(func() (*World, error) { return Generate(SmallConfig(11)) })
+// smallWorld is generated once for the read-only tests, with a GRPO split
+// so that every split is exercised.
+var smallWorld = sync.OnceValues(func() (*World, error) {
+	c := SmallConfig(11)
+	c.GRPO = 60
+	return Generate(c)
+})
 
 func mustSmall(t testing.TB) *World {
 	t.Helper()
@@ -118,7 +123,7 @@ func TestCorpusIndependentOfSplitsAndVocab(t *testing.T) {
 func TestSplitSizesAndTypes(t *testing.T) {
 	w := mustSmall(t)
 	cfg := w.Config
-	want := [NumSplits]int{cfg.Train, cfg.APSCalib, cfg.ACICalib, cfg.Test}
+	want := cfg.SplitSizes()
 	ids := map[string]bool{}
 	for s := range NumSplits {
 		qs := w.Splits[s]
@@ -175,13 +180,17 @@ func TestTestEntitiesNeverInTrain(t *testing.T) {
 			}
 		}
 	}
-	// Subjects of test questions do not even appear in train question texts.
+	// Subjects of test and GRPO questions do not even appear in train
+	// question texts.
 	var trainText strings.Builder
 	for _, q := range w.Splits[Train] {
 		trainText.WriteString(q.Question + "\n")
 	}
+	if len(w.Splits[GRPO]) == 0 {
+		t.Fatal("the test world has no GRPO questions")
+	}
 	leaks := 0
-	for _, q := range w.Splits[Test] {
+	for _, q := range slices.Concat(w.Splits[Test], w.Splits[GRPO]) {
 		if strings.Contains(trainText.String(), " "+q.HopInfo[0].Subject+"?") {
 			leaks++
 		}
@@ -430,7 +439,9 @@ func must(b []byte, err error) []byte {
 }
 
 func TestWriteReadRoundTrip(t *testing.T) {
-	dir, w, _ := writeWorld(t, SmallConfig(8))
+	cfg := SmallConfig(8)
+	cfg.GRPO = 40
+	dir, w, _ := writeWorld(t, cfg)
 	ps, err := ReadCorpusFile(filepath.Join(dir, CorpusFile))
 	if err != nil {
 		t.Fatal(err)

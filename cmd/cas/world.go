@@ -13,11 +13,11 @@ import (
 
 func newWorldCmd() *cobra.Command {
 	var (
-		seed                       uint64
-		out, size                  string
-		train, aps, aci, test, voc int
-		twoHop                     float64
-		docsPerSearch              int
+		seed                           uint64
+		out, size                      string
+		train, aps, aci, test, rl, voc int
+		twoHop                         float64
+		docsPerSearch                  int
 	)
 	cmd := &cobra.Command{
 		Use:   "world --seed S --out DIR [--size small|default]",
@@ -25,9 +25,10 @@ func newWorldCmd() *cobra.Command {
 		Long: `Generate the demo's world, deterministically from --seed: a fictional
 encyclopedia (corpus.jsonl, wiki-18 format), FlashRAG question files with
 gold passage ids per hop (train.jsonl, aps_calib.jsonl, aci_calib.jsonl,
-test.jsonl; test entities never appear in train questions), a byte-level BPE
-tokenizer trained on the world's text (tokenizer.json, Hugging Face format)
-and a summary (world.json). Flags other than --seed, --out and --size
+test.jsonl, and grpo.jsonl with --grpo; test and GRPO entities never
+appear in train questions), a byte-level BPE tokenizer trained on the
+world's text (tokenizer.json, Hugging Face format) and a summary
+(world.json). Flags other than --seed, --out and --size
 override the preset.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -43,7 +44,7 @@ override the preset.`,
 				name string
 				dst  *int
 				v    int
-			}{{"train", &cfg.Train, train}, {"aps-calib", &cfg.APSCalib, aps}, {"aci-calib", &cfg.ACICalib, aci}, {"test", &cfg.Test, test}, {"vocab", &cfg.VocabSize, voc}} {
+			}{{"train", &cfg.Train, train}, {"aps-calib", &cfg.APSCalib, aps}, {"aci-calib", &cfg.ACICalib, aci}, {"test", &cfg.Test, test}, {"grpo", &cfg.GRPO, rl}, {"vocab", &cfg.VocabSize, voc}} {
 				if f.Changed(o.name) {
 					*o.dst = o.v
 				}
@@ -92,6 +93,7 @@ override the preset.`,
 	f.IntVar(&aps, "aps-calib", 0, "APS calibration questions (default: the preset's)")
 	f.IntVar(&aci, "aci-calib", 0, "ACI calibration questions (default: the preset's)")
 	f.IntVar(&test, "test", 0, "test questions (default: the preset's)")
+	f.IntVar(&rl, "grpo", 0, "GRPO questions, about entities of their own, written to grpo.jsonl (default: the preset's; none)")
 	f.IntVar(&voc, "vocab", 0, "tokenizer vocabulary size incl. 256 bytes and added tokens (default: the preset's)")
 	f.Float64Var(&twoHop, "two-hop", 0, "fraction of two-hop questions per split (default: the preset's)")
 	f.IntVar(&docsPerSearch, "stats-docs", 3, "documents per search assumed in the printed trajectory token counts")
