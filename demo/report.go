@@ -45,11 +45,16 @@ func Report(res *Result) string {
 		c.Preset, c.Seed, res.Backend, fmtDuration(res.Wall))
 	p("World: %d passages; questions (single-hop / two-hop): ", res.Passages)
 	var parts []string
-	for _, s := range []string{"train", "aps_calib", "aci_calib", "test"} {
-		n := res.Questions[s]
-		parts = append(parts, fmt.Sprintf("%s %d / %d", s, n[0], n[1]))
+	for _, s := range []string{"train", "aps_calib", "aci_calib", "test", "grpo"} {
+		if n, ok := res.Questions[s]; ok && (s != "grpo" || n[0]+n[1] > 0) {
+			parts = append(parts, fmt.Sprintf("%s %d / %d", s, n[0], n[1]))
+		}
 	}
-	p("%s. Test questions are about entities that no training question mentions.\n\n", strings.Join(parts, ", "))
+	p("%s. Test questions are about entities that no training question mentions", strings.Join(parts, ", "))
+	if n := res.Questions["grpo"]; n[0]+n[1] > 0 {
+		p("; so are GRPO's, a split of their own: the warm start is trained on the train split, and GRPO's prompts are questions it has never seen, whose answers it cannot have memorised (as Search-R1's RL questions are new to its base model)")
+	}
+	p(".\n\n")
 
 	p("## Results on the test split\n\n")
 	if len(res.Evals) > 0 {
