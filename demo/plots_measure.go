@@ -17,7 +17,7 @@ import (
 // The measurement figures of a run (WriteMeasurePlots).
 const (
 	TrainingPNG    = "training.png"    // reward and EM against steps, raw and moving average
-	SearchesPNG    = "searches.png"    // searches and redundant searches per trajectory against steps
+	SearchesPNG    = "searches.png"    // the share of rollouts that search, searches and redundant searches per trajectory against steps
 	ACIPNG         = "aci.png"         // low-confidence ratio (ACI and a fixed threshold) against ρ, and α_t
 	ReliabilityPNG = "reliability.png" // test EM against confidence exp(−answer-span NLL)
 )
@@ -116,6 +116,7 @@ func WriteMeasurePlots(dir string, res *Result) error {
 				title, ylabel string
 				series        []stepSeries
 			}{
+				{"Rollouts that search", "share with ≥ 1 search", per(func(_ int, m train.StepMetrics) float64 { return m.Searched })},
 				{"Searches", "searches per trajectory", per(func(_ int, m train.StepMetrics) float64 { return m.SearchCalls })},
 				{"Redundant searches", "redundant searches per trajectory", per(func(_ int, m train.StepMetrics) float64 { return m.Redundant })},
 			}},

@@ -124,7 +124,7 @@ func Report(res *Result) string {
 		p("- [`plots/%s`](plots/%s): search calls, low-confidence ratio and α_t against steps (the paper's Figure 2)\n", train.Figure2PNG, train.Figure2PNG)
 		p("- [`plots/%s`](plots/%s): reward, EM and documents per search against steps, per variant\n", train.RewardPNG, train.RewardPNG)
 		p("- [`plots/%s`](plots/%s): reward and EM of the rollouts, raw and as a moving average\n", TrainingPNG, TrainingPNG)
-		p("- [`plots/%s`](plots/%s): searches and redundant searches per trajectory\n", SearchesPNG, SearchesPNG)
+		p("- [`plots/%s`](plots/%s): the share of rollouts that search, searches and redundant searches per trajectory\n", SearchesPNG, SearchesPNG)
 		p("- [`plots/%s`](plots/%s): low-confidence ratio of ACI and of the fixed bootstrap threshold against ρ, and α_t\n", ACIPNG, ACIPNG)
 	}
 	p("- [`plots/%s`](plots/%s): reliability diagram, EM against exp(−answer-span NLL)\n", ReliabilityPNG, ReliabilityPNG)
