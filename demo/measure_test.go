@@ -249,3 +249,42 @@ func TestAblationDifferences(t *testing.T) {
 		t.Errorf("plot: %v", err)
 	}
 }
+
+func TestRolloutQuarters(t *testing.T) {
+	step := func(s, n int, reward, searched, emS, emD float64) train.StepMetrics {
+		return train.StepMetrics{Step: s, Trajectories: n, Reward: reward, Searched: searched, EMSearched: emS, EMDirect: emD,
+			EM: searched*emS + (1-searched)*emD, SearchCalls: 1.5 * searched}
+	}
+	for _, tc := range []struct {
+		name string
+		ms   []train.StepMetrics
+		want []rolloutQuarter
+	}{
+		{"one step a quarter", []train.StepMetrics{step(1, 40, 0.2, 0.25, 0.4, 0.1), step(2, 40, 0.3, 0.5, 0.4, 0), step(3, 40, 0.4, 0.75, 0.6, 0), step(4, 40, 0.5, 1, 0.5, 0)},
+			[]rolloutQuarter{{1, 1, 0.2, 0.175, 0.25, 0.4, 0.1, 0.375}, {2, 2, 0.3, 0.2, 0.5, 0.4, 0, 0.75}, {3, 3, 0.4, 0.45, 0.75, 0.6, 0, 1.125}, {4, 4, 0.5, 0.5, 1, 0.5, 0, 1.5}}},
+		// Steps of 20 and 60 trajectories pool by trajectory: 5 of 20 and 30
+		// of 60 search (35 of 80), 2 + 12 of them are right (0.4).
+		{"pooled by trajectories, fewer steps than parts", []train.StepMetrics{step(7, 20, 0.2, 0.25, 0.4, 0), step(8, 60, 0.6, 0.5, 0.4, 0.2)},
+			[]rolloutQuarter{{7, 7, 0.2, 0.1, 0.25, 0.4, 0, 0.375}, {8, 8, 0.6, 0.3, 0.5, 0.4, 0.2, 0.75}}},
+		// 15 of step 4 and 30 of step 5 answer without a search, 6 of them right.
+		{"five steps: the last part holds two", []train.StepMetrics{step(1, 20, 0, 0, 0, 0), step(2, 20, 0, 0, 0, 0), step(3, 20, 0, 0, 0, 0), step(4, 20, 0.2, 0.25, 0.4, 0), step(5, 60, 0.6, 0.5, 0.4, 0.2)},
+			[]rolloutQuarter{{1, 1, 0, 0, 0, 0, 0, 0}, {2, 2, 0, 0, 0, 0, 0, 0}, {3, 3, 0, 0, 0, 0, 0, 0}, {4, 5, 0.5, 0.25, 0.4375, 0.4, 6.0 / 45, 0.65625}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := rolloutQuarters(tc.ms)
+			if len(got) != len(tc.want) {
+				t.Fatalf("%d parts, want %d", len(got), len(tc.want))
+			}
+			for i := range got {
+				g, w := got[i], tc.want[i]
+				vals := [][2]float64{{g.Reward, w.Reward}, {g.EM, w.EM}, {g.Searched, w.Searched}, {g.EMSearched, w.EMSearched}, {g.EMDirect, w.EMDirect}, {g.SearchCalls, w.SearchCalls}}
+				for _, v := range vals {
+					if math.Abs(v[0]-v[1]) > 1e-12 || g.First != w.First || g.Last != w.Last {
+						t.Errorf("part %d = %+v, want %+v", i, g, w)
+						break
+					}
+				}
+			}
+		})
+	}
+}

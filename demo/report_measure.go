@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/cas-engine/cas/train"
 )
 
 // measurements renders the report's measured effects of GRPO and ACI: per
@@ -41,6 +43,18 @@ func measurements(res *Result) string {
 	}
 
 	if c.GRPO.Steps > 0 {
+		p("### GRPO's rollouts, by quarter of the run\n\n")
+		p("The training prompts' rollouts (%d prompts × %d a step, temperature %g), averaged over each quarter of the steps: the reward and EM GRPO sees, the share of rollouts that search, and the EM of those that search and of those that answer without a search. One step's reward is the mean over %d fresh questions, so consecutive steps differ by the batch as much as by the policy; `plots/%s` and `plots/%s` draw them step by step with a moving average.\n\n",
+			c.GRPO.PromptsPerStep, c.GRPO.Group, c.GRPO.Temperature, c.GRPO.PromptsPerStep, TrainingPNG, SearchesPNG)
+		p("| Variant | Steps | Reward | EM | Rollouts that search | EM after a search | EM without a search | Searches / rollout |\n")
+		p("|---|---|---:|---:|---:|---:|---:|---:|\n")
+		for v, ms := range res.Trained() {
+			for _, q := range rolloutQuarters(ms) {
+				p("| %s | %d–%d | %.3f | %.3f | %.2f | %.3f | %.3f | %.2f |\n", Label(v.Name), q.First, q.Last, q.Reward, q.EM, q.Searched, q.EMSearched, q.EMDirect, q.SearchCalls)
+			}
+		}
+		p("\n")
+
 		p("### ACI's low-confidence ratio against ρ (Figure 2)\n\n")
 		p("err_t is the fraction of a step's trajectories whose answer-span NLL exceeds ACI's q_t (ω = η when ACI weights are on; −ACI runs the controller without applying ω). The fixed threshold is q_1, the bootstrap scores' quantile ACI starts from: its error rate at each step is what a static threshold would have down-weighted. Plain-rule bound on |mean err − ρ| after T steps: (max(α₁, 1−α₁) + γ)/(Tγ).\n\n")
 		p("| Variant | ω applied | ρ | err_1 | mean err_t | mean err_t, 2nd half | α_1 → α_T+1 | fixed q_1: err_1 | fixed q_1: mean err | answer NLL first → last | bound |\n")
@@ -92,4 +106,46 @@ func exceeds(yes bool) string {
 		return "exceeds"
 	}
 	return "within"
+}
+
+// rolloutQuarter summarises the training rollouts of steps First..Last.
+type rolloutQuarter struct {
+	First, Last                       int
+	Reward, EM, Searched              float64
+	EMSearched, EMDirect, SearchCalls float64
+}
+
+// rolloutQuarters splits a run's steps into four consecutive parts (fewer
+// when it has fewer steps) and averages each over its trajectories: the EM
+// after a search is the exact matches of searching rollouts over their
+// number, pooled over the part's steps, and likewise without a search.
+func rolloutQuarters(ms []train.StepMetrics) []rolloutQuarter {
+	parts := min(4, len(ms))
+	out := make([]rolloutQuarter, 0, parts)
+	for k := range parts {
+		lo, hi := k*len(ms)/parts, (k+1)*len(ms)/parts
+		q := rolloutQuarter{First: ms[lo].Step, Last: ms[hi-1].Step}
+		var n, searched, hitS, hitD float64
+		for _, m := range ms[lo:hi] {
+			t := float64(m.Trajectories)
+			n += t
+			q.Reward += m.Reward * t
+			q.EM += m.EM * t
+			q.SearchCalls += m.SearchCalls * t
+			searched += m.Searched * t
+			hitS += m.EMSearched * m.Searched * t
+			hitD += m.EMDirect * (1 - m.Searched) * t
+		}
+		if n > 0 {
+			q.Reward, q.EM, q.SearchCalls, q.Searched = q.Reward/n, q.EM/n, q.SearchCalls/n, searched/n
+		}
+		if searched > 0 {
+			q.EMSearched = hitS / searched
+		}
+		if direct := n - searched; direct > 0 {
+			q.EMDirect = hitD / direct
+		}
+		out = append(out, q)
+	}
+	return out
 }
