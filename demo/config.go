@@ -140,6 +140,22 @@ type Variant struct {
 	// (0: the default).
 	Rho      float64 `json:"rho,omitempty"`
 	APSAlpha float64 `json:"aps_alpha,omitempty"`
+	// Frozen samples the same prompts as the other runs without updating
+	// the policy (train's grpo.frozen): the demo's reference curve, the
+	// warm start's reward on the batches GRPO saw. It is not a row of the
+	// configuration's Variants.
+	Frozen bool `json:"frozen,omitempty"`
+}
+
+// VariantNoUpdate names the frozen reference run.
+const VariantNoUpdate = "no-update"
+
+// noUpdateVariant is the frozen reference run: the first variant's
+// retrieval and ACI settings, without updates.
+func (c Config) noUpdateVariant() Variant {
+	v := c.Variants[0]
+	v.Name, v.Frozen = VariantNoUpdate, true
+	return v
 }
 
 // Variant names of the demo.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"iter"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/cas-engine/cas/agent"
@@ -29,6 +30,9 @@ type Result struct {
 	Bootstrap []float64               `json:"aci_bootstrap"`
 	Evals     []EvalResult            `json:"evals"`
 	Metrics   map[string][]StepSeries `json:"-"`
+	// NoUpdate are the frozen warm start's rollout metrics on the prompts
+	// every variant saw, step by step: what their reward is read against.
+	NoUpdate []StepSeries `json:"-"`
 	// Timings are this invocation's stage wall times; Wall the total.
 	Timings []StageTime `json:"timings"`
 	Wall    float64     `json:"wall_s"`
@@ -125,7 +129,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		if res.Bootstrap, err = r.bootstrapACI(ctx, d); err != nil {
 			return nil, err
 		}
-		for _, v := range r.cfg.Variants {
+		for _, v := range append(slices.Clone(r.cfg.Variants), r.cfg.noUpdateVariant()) {
 			if err := r.runVariant(ctx, d, v); err != nil {
 				return nil, err
 			}
@@ -160,6 +164,9 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 			return nil, err
 		}
 		res.Metrics[v.Name] = m
+	}
+	if res.NoUpdate, err = r.variantMetrics(r.cfg.noUpdateVariant()); err != nil {
+		return nil, err
 	}
 	return res, nil
 }

@@ -51,6 +51,7 @@ func (r *runner) trainConfig(d *worldData, v Variant) *train.Config {
 	c.ACI.Bootstrap = r.aciBootstrapPath()
 	c.ACI.CalibData = []string{d.splitPath(world.ACICalib)}
 	c.ACI.CalibPrompts = len(d.w.Splits[world.ACICalib])
+	c.GRPO.Frozen = v.Frozen
 	c.Optim.LR = g.LR
 	c.Optim.WarmupRatio = 0
 	c.Optim.WarmupSteps = 0
@@ -123,7 +124,11 @@ func (r *runner) runVariant(ctx context.Context, d *worldData, v Variant) error 
 			if !v.APS {
 				aps = fmt.Sprintf("fixed top-%d", r.cfg.APS.TopK)
 			}
-			r.logf("stage 4: GRPO %s (%s, ACI weights %v, ρ=%g): steps %d..%d of %d, %d prompts × %d", v.Name, aps, v.ACI,
+			what := "GRPO " + v.Name
+			if v.Frozen {
+				what = "reference run " + v.Name + " (the warm start's rollouts on the same prompts, no update)"
+			}
+			r.logf("stage 4: %s (%s, ACI weights %v, ρ=%g): steps %d..%d of %d, %d prompts × %d", what, aps, v.ACI,
 				r.cfg.rho(v), t.Step()+1, min(t.Total(), t.Step()+r.cfg.GRPO.CheckpointEvery), t.Total(), r.cfg.GRPO.PromptsPerStep, r.cfg.GRPO.Group)
 			before := t.Step()
 			if err := t.Run(ctx); err != nil {

@@ -141,6 +141,15 @@ func TestMeasurePlotsAndReport(t *testing.T) {
 		}
 		res.Metrics[v.Name] = ms
 	}
+	res.NoUpdate = steps([]float64{1, 2, 3}, []float64{0.5, 0.25, 0.25}, [][]float64{{0.5, 2}, {1.5, 2.5}, {3.5, 2}})
+	for k := range res.NoUpdate {
+		res.NoUpdate[k].Reward, res.NoUpdate[k].Trajectories = 0.3-0.05*float64(k), 20
+	}
+	for _, ms := range res.Metrics {
+		for k := range ms {
+			ms[k].Trajectories = 20
+		}
+	}
 	outs := []QuestionOutcome{{Hops: 1, EM: true, NLL: 0.1}, {Hops: 2, EM: false, NLL: 2}, {Hops: 2, EM: true, NLL: 0.5}}
 	rel, ece := Reliability(outs, reliabilityBins)
 	for i, n := range append([]string{EvalNoRetrieval, EvalWarmStart}, variantNames(cfg)...) {
@@ -171,7 +180,8 @@ func TestMeasurePlotsAndReport(t *testing.T) {
 	}
 	md := measurements(res)
 	for _, want := range []string{"Two-hop with ≥ 2 searches", "| CAS: GRPO + APS + ACI | 1.000 ± 0.000 | 0.500 ± 0.354 | 0.667 ± 0.272 |",
-		"| 0.500 | 0.333 | 0.250 | 0.250 → 0.220 | 0.500 | 0.833 |", "within twice its standard error", "ECE"} {
+		"| 0.500 | 0.333 | 0.250 | 0.250 → 0.220 | 0.500 | 0.833 |", "within twice its standard error", "ECE",
+		"| No update (the warm start on the same prompts) | 3–3 | 0.200 |", "- CAS: GRPO + APS + ACI: reward minus the no-update reference, by quarter, +0.000, +0.150, +0.300;"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("measurements lack %q:\n%s", want, md)
 		}

@@ -98,6 +98,15 @@ func WriteMeasurePlots(dir string, res *Result) error {
 			}
 			return out
 		}
+		// withRef adds the frozen warm start's rollouts on the same prompts,
+		// dashed: the curve a variant's is read against.
+		withRef := func(f func(i int, m train.StepMetrics) float64) []stepSeries {
+			out := per(f)
+			if len(res.NoUpdate) > 0 {
+				out = append(out, stepSeries{name: "no update (warm start)", color: len(names), dashed: true, pts: metricSeries(res.NoUpdate, f)})
+			}
+			return out
+		}
 		figs := []struct {
 			file   string
 			panels []struct {
@@ -109,14 +118,14 @@ func WriteMeasurePlots(dir string, res *Result) error {
 				title, ylabel string
 				series        []stepSeries
 			}{
-				{fmt.Sprintf("Reward (moving average of %d)", smooth), "mean reward (Eq. 5)", per(func(_ int, m train.StepMetrics) float64 { return m.Reward })},
-				{fmt.Sprintf("Exact match (moving average of %d)", smooth), "EM of the rollouts", per(func(_ int, m train.StepMetrics) float64 { return m.EM })},
+				{fmt.Sprintf("Reward (moving average of %d)", smooth), "mean reward (Eq. 5)", withRef(func(_ int, m train.StepMetrics) float64 { return m.Reward })},
+				{fmt.Sprintf("Exact match (moving average of %d)", smooth), "EM of the rollouts", withRef(func(_ int, m train.StepMetrics) float64 { return m.EM })},
 			}},
 			{SearchesPNG, []struct {
 				title, ylabel string
 				series        []stepSeries
 			}{
-				{"Rollouts that search", "share with ≥ 1 search", per(func(_ int, m train.StepMetrics) float64 { return m.Searched })},
+				{"Rollouts that search", "share with ≥ 1 search", withRef(func(_ int, m train.StepMetrics) float64 { return m.Searched })},
 				{"Searches", "searches per trajectory", per(func(_ int, m train.StepMetrics) float64 { return m.SearchCalls })},
 				{"Redundant searches", "redundant searches per trajectory", per(func(_ int, m train.StepMetrics) float64 { return m.Redundant })},
 			}},

@@ -48,12 +48,35 @@ func measurements(res *Result) string {
 			c.GRPO.PromptsPerStep, c.GRPO.Group, c.GRPO.Temperature, c.GRPO.PromptsPerStep, TrainingPNG, SearchesPNG)
 		p("| Variant | Steps | Reward | EM | Rollouts that search | EM after a search | EM without a search | Searches / rollout |\n")
 		p("|---|---|---:|---:|---:|---:|---:|---:|\n")
+		row := func(name string, q rolloutQuarter) {
+			p("| %s | %d–%d | %.3f | %.3f | %.2f | %.3f | %.3f | %.2f |\n", name, q.First, q.Last, q.Reward, q.EM, q.Searched, q.EMSearched, q.EMDirect, q.SearchCalls)
+		}
+		ref := rolloutQuarters(res.NoUpdate)
+		for _, q := range ref {
+			row("No update (the warm start on the same prompts)", q)
+		}
 		for v, ms := range res.Trained() {
 			for _, q := range rolloutQuarters(ms) {
-				p("| %s | %d–%d | %.3f | %.3f | %.2f | %.3f | %.3f | %.2f |\n", Label(v.Name), q.First, q.Last, q.Reward, q.EM, q.Searched, q.EMSearched, q.EMDirect, q.SearchCalls)
+				row(Label(v.Name), q)
 			}
 		}
 		p("\n")
+		if len(ref) > 0 {
+			p("Every run samples the same prompts in the same order (same seed), so the frozen warm start's reward on them is the reference each variant's reward is read against: the batches alone move it.\n\n")
+			for v, ms := range res.Trained() {
+				qs := rolloutQuarters(ms)
+				if len(qs) != len(ref) {
+					continue
+				}
+				var gains []string
+				for i, q := range qs {
+					gains = append(gains, fmt.Sprintf("%+.3f", q.Reward-ref[i].Reward))
+				}
+				p("- %s: reward minus the no-update reference, by quarter, %s; rollouts that search %.2f → %.2f (reference %.2f → %.2f).\n",
+					Label(v.Name), strings.Join(gains, ", "), qs[0].Searched, qs[len(qs)-1].Searched, ref[0].Searched, ref[len(ref)-1].Searched)
+			}
+			p("\n")
+		}
 
 		p("### ACI's low-confidence ratio against ρ (Figure 2)\n\n")
 		p("err_t is the fraction of a step's trajectories whose answer-span NLL exceeds ACI's q_t (ω = η when ACI weights are on; −ACI runs the controller without applying ω). The fixed threshold is q_1, the bootstrap scores' quantile ACI starts from: its error rate at each step is what a static threshold would have down-weighted. Plain-rule bound on |mean err − ρ| after T steps: (max(α₁, 1−α₁) + γ)/(Tγ).\n\n")

@@ -143,6 +143,13 @@ type GRPOSection struct {
 	// RecomputeOldLogProbs scores the trajectories with the policy before
 	// the update (verl) instead of using the sampler's log-probs.
 	RecomputeOldLogProbs bool `yaml:"recompute_old_logprobs"`
+	// Frozen samples, rewards and logs the prompts of a GRPO run without
+	// updating anything (no loss, no optimiser step, no ACI update): with
+	// the same seed it sees the same batches as the run it accompanies, so
+	// its reward is the curve the run's reward is read against. A step's
+	// reward averages a few fresh questions, and consecutive batches differ
+	// more than consecutive policies do.
+	Frozen bool `yaml:"frozen,omitempty"`
 }
 
 // ACISection is the "aci:" section (paper §3.3).

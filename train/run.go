@@ -490,9 +490,11 @@ func (t *Trainer) trainStep(ctx context.Context) (StepMetrics, error) {
 	if t.beforeUpdate != nil {
 		t.beforeUpdate(t.step+1, trajs)
 	}
-	res, err := t.learner.Step(trajs)
-	if err != nil {
-		return StepMetrics{}, err
+	var res *StepResult
+	if !t.cfg.GRPO.Frozen {
+		if res, err = t.learner.Step(trajs); err != nil {
+			return StepMetrics{}, err
+		}
 	}
 	m := NewStepMetrics(t.step+1, trajs, res, rollout, time.Since(start))
 	m.Epoch, m.Run, m.ACIWeighted = epoch, t.cfg.Name, t.cfg.ACI.Enabled

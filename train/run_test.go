@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -288,5 +289,51 @@ func TestResumeWithoutCheckpointStartsOver(t *testing.T) {
 	}
 	if ms, err := ReadMetrics(filepath.Join(dir, MetricsFile)); err != nil || len(ms) != 1 {
 		t.Fatalf("metrics: %d lines (%v)", len(ms), err)
+	}
+}
+
+// TestRunFrozen: a frozen run samples the same first batch as the GRPO run
+// it accompanies (same seed, same prompts, same rollouts), logs its
+// rollouts, and leaves the weights as they were, where the GRPO run moves
+// them.
+func TestRunFrozen(t *testing.T) {
+	f := newRunFixture(t)
+	const w = "model.layers.1.self_attn.q_proj.weight"
+	run := func(frozen bool) (before, after []float32, ms []StepMetrics) {
+		cfg := f.config(t)
+		cfg.Steps = 2
+		cfg.GRPO.Frozen = frozen
+		dir := filepath.Join(t.TempDir(), "run")
+		tr, err := NewTrainer(cfg, dir, f.options(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		before = weightValues(t, tr.Policy(), w)
+		if err := tr.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		ms, err = ReadMetrics(filepath.Join(dir, MetricsFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return before, weightValues(t, tr.Policy(), w), ms
+	}
+	b0, b1, frozen := run(true)
+	if !slices.Equal(b0, b1) {
+		t.Error("a frozen run changed the policy's weights")
+	}
+	g0, g1, trained := run(false)
+	if slices.Equal(g0, g1) {
+		t.Error("the GRPO run left the weights as they were")
+	}
+	if len(frozen) != 2 || len(trained) != 2 {
+		t.Fatalf("%d and %d metric lines, want 2 each", len(frozen), len(trained))
+	}
+	f1, t1 := frozen[0].WithoutTiming(), trained[0].WithoutTiming()
+	if f1.Trajectories != 6 || f1.Reward != t1.Reward || f1.EM != t1.EM || f1.ResponseLen != t1.ResponseLen || f1.PolicyTokens != t1.PolicyTokens {
+		t.Errorf("step 1 rollouts differ: frozen %+v, trained %+v", f1, t1)
+	}
+	if f1.Loss != 0 || f1.GradNorm != 0 || f1.Scores != nil {
+		t.Errorf("a frozen step reports an update: loss %g, grad norm %g, %d scores", f1.Loss, f1.GradNorm, len(f1.Scores))
 	}
 }
