@@ -274,8 +274,8 @@ func DefaultConfig(seed uint64) Config {
 	return Config{
 		Preset: "default", Seed: seed, World: demoWorld(seed, 300, 150, 500), Model: tinyModel(), APS: defaultAPS(),
 		Warm: WarmSettings{Steps: 2400, Batch: 16, LR: 3e-3, Warmup: 30, Chunks: 12, AnnealFrom: 0.85, AnnealFactor: 0.3, EnvWeight: 0.25, DirectPerAgent: 0.25,
-			NoSearch: 0.3},
-		GRPO: GRPOSettings{Steps: 24, PromptsPerStep: 8, Group: 5, MicroBatch: 20, LR: 5e-4, KLCoef: 0.001, Temperature: 0.7,
+			NoSearch: 0.35},
+		GRPO: GRPOSettings{Steps: 40, PromptsPerStep: 8, Group: 5, MicroBatch: 20, LR: 5e-4, KLCoef: 0.001, Temperature: 0.7,
 			Rho: 0.25, Gamma: 0.005, Eta: 0.5, CheckpointEvery: 4},
 		Eval:     EvalSettings{Questions: 0, Batch: 64},
 		Variants: DemoVariants()[:2],
