@@ -29,7 +29,7 @@ tiny Qwen3 on scripted search trajectories, bootstrap ACI and train with GRPO
 (CAS and −ACI; --quick adds −APS), evaluate on questions about unseen entities next to a
 no-retrieval baseline, and write report.md, result.json and PNG plots.
 
-About 10 minutes on two cores, more on a busy machine (--quick: 2–7). Ctrl-C
+About 6 minutes on two cores, more on a busy machine (--quick: 2–5). Ctrl-C
 leaves a resumable run: the same command continues where it stopped (exit
 130). --conformal-only runs the earlier conformal walkthrough instead (APS
 and ACI on simulated scores, seconds).`,
