@@ -385,10 +385,16 @@ func (c Config) Validate() error {
 	if c.World.APSCalib < 1 || c.World.ACICalib < 1 || c.World.Test < 1 || c.World.Train < 1 {
 		bad("world: every split needs questions")
 	}
+	if len(c.Variants) == 0 {
+		bad("variants: want at least one (the no-update reference run takes the first's settings)")
+	}
 	seen := map[string]bool{}
 	for _, v := range c.Variants {
 		if v.Name == "" || seen[v.Name] {
 			bad("variant name %q empty or repeated", v.Name)
+		}
+		if v.Name == VariantNoUpdate || v.Frozen {
+			bad("variant %q: the name %q and frozen are the demo's own reference run", v.Name, VariantNoUpdate)
 		}
 		seen[v.Name] = true
 		if v.Rho < 0 || v.Rho >= 1 || v.APSAlpha < 0 || v.APSAlpha >= 1 {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/cas-engine/cas/train"
+	"github.com/cas-engine/cas/world"
 )
 
 // Label is the human name of an evaluation or variant in tables.
@@ -45,13 +46,13 @@ func Report(res *Result) string {
 		c.Preset, c.Seed, res.Backend, fmtDuration(res.Wall))
 	p("World: %d passages; questions (single-hop / two-hop): ", res.Passages)
 	var parts []string
-	for _, s := range []string{"train", "aps_calib", "aci_calib", "test", "grpo"} {
-		if n, ok := res.Questions[s]; ok && (s != "grpo" || n[0]+n[1] > 0) {
+	for s := range world.NumSplits {
+		if n, ok := res.Questions[s.String()]; ok && (s != world.GRPO || n[0]+n[1] > 0) {
 			parts = append(parts, fmt.Sprintf("%s %d / %d", s, n[0], n[1]))
 		}
 	}
 	p("%s. Test questions are about entities that no training question mentions", strings.Join(parts, ", "))
-	if n := res.Questions["grpo"]; n[0]+n[1] > 0 {
+	if n := res.Questions[world.GRPO.String()]; n[0]+n[1] > 0 {
 		p("; so are GRPO's, a split of their own: the warm start is trained on the train split, and GRPO's prompts are questions it has never seen, whose answers it cannot have memorised (as Search-R1's RL questions are new to its base model)")
 	}
 	p(".\n\n")

@@ -48,6 +48,8 @@ func TestConfigValidate(t *testing.T) {
 		"eval":        {func(c *Config) { c.Eval.Batch = 0 }, "eval"},
 		"variant":     {func(c *Config) { c.Variants = append(c.Variants, c.Variants[0]) }, "repeated"},
 		"rho":         {func(c *Config) { c.Variants[0].Rho = 1.5 }, "rho"},
+		"no variants": {func(c *Config) { c.Variants = nil }, "at least one"},
+		"reserved":    {func(c *Config) { c.Variants[1].Name = VariantNoUpdate }, "reference run"},
 		"model":       {func(c *Config) { c.Model.KVHeads = 3 }, "kv heads"},
 		"world":       {func(c *Config) { c.World.Countries = 0 }, "countries"},
 	}
