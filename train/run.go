@@ -497,7 +497,7 @@ func (t *Trainer) trainStep(ctx context.Context) (StepMetrics, error) {
 		}
 	}
 	m := NewStepMetrics(t.step+1, trajs, res, rollout, time.Since(start))
-	m.Epoch, m.Run, m.ACIWeighted = epoch, t.cfg.Name, t.cfg.ACI.Enabled
+	m.Epoch, m.Run, m.ACIWeighted = epoch, t.cfg.Name, t.cfg.ACI.Enabled && !t.cfg.GRPO.Frozen
 	return m, nil
 }
 

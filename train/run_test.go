@@ -333,7 +333,7 @@ func TestRunFrozen(t *testing.T) {
 	if f1.Trajectories != 6 || f1.Reward != t1.Reward || f1.EM != t1.EM || f1.ResponseLen != t1.ResponseLen || f1.PolicyTokens != t1.PolicyTokens {
 		t.Errorf("step 1 rollouts differ: frozen %+v, trained %+v", f1, t1)
 	}
-	if f1.Loss != 0 || f1.GradNorm != 0 || f1.Scores != nil {
-		t.Errorf("a frozen step reports an update: loss %g, grad norm %g, %d scores", f1.Loss, f1.GradNorm, len(f1.Scores))
+	if f1.Loss != 0 || f1.GradNorm != 0 || f1.Scores != nil || f1.ACIWeighted {
+		t.Errorf("a frozen step reports an update: loss %g, grad norm %g, %d scores, ACI weighted %v", f1.Loss, f1.GradNorm, len(f1.Scores), f1.ACIWeighted)
 	}
 }
