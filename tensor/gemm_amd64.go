@@ -60,6 +60,20 @@ func gemmAsmSets() []*gemmKernelSet {
 			micro: func(k int, a, b []float32, ldb int, c []float32, ldc int, acc bool) {
 				sgemm6x16AVX2(k, &a[0], &b[0], ldb, &c[0], ldc, acc)
 			},
+			// The dot kernels of the vector index (kernels_amd64.s): one
+			// 8-lane accumulator per (row, column) pair folded by HSUM,
+			// as sgemv8AVX2 folds it.
+			dot4x4: func(k int, a []float32, lda int, w []float32, ldw int, out *[16]float32) {
+				_, _ = a[3*lda+k-1], w[3*ldw+k-1]
+				dot3x4AVX2(&a[0], lda, &w[0], ldw, k, &out[0])
+				dot1x4AVX2(&a[3*lda], &w[0], ldw, k, &out[12])
+			},
+			dot1x8: func(k int, a, w []float32, ldw int, out *[8]float32) {
+				_, _ = a[k-1], w[7*ldw+k-1]
+				dot1x4AVX2(&a[0], &w[0], ldw, k, &out[0])
+				dot1x4AVX2(&a[0], &w[4*ldw], ldw, k, &out[4])
+			},
+			dotAlign: 8,
 			peak:      func(n int) { fmaPeakAVX2(n) },
 			peakFlops: 12 * 8 * 2,
 		})

@@ -22,29 +22,31 @@ import (
 // not at the FMA rate: BenchmarkGemv measured the float32 product of the
 // 4M and 25M models' weights at 0.95–1.13 times the speed of vek32.Sum
 // over the same weights, and the bfloat16 one at 1.7–1.9 times (2 threads,
-// load 12–14). The AVX-512 kernels take 8 rows at a time, one 16-lane
-// accumulator each, and prefetch the same lines of the next 8 rows while
-// they read these (no difference from no prefetch showed through that
-// load); rows are split into chunks of about 128 KiB of weights that the
-// workers take in turn (both cores of a small machine stream at once).
+// load 12–14). The kernels take 8 rows at a time, one accumulator of V
+// lanes each (V = 16 with AVX-512, 8 with AVX2), and prefetch the same lines
+// of the next 8 rows while they read these (no difference from no prefetch
+// showed through that load); rows are split into chunks of about 128 KiB of
+// weights that the workers take in turn (both cores of a small machine
+// stream at once).
 //
 // Order of the sums: for j below N rounded down to 8, lane l of y[j]'s
-// accumulator adds the terms p ≡ l (mod 16) of the first K rounded down to
-// 16 in order, the lanes are folded as the GEMM's dot kernels fold them, and
-// the last K mod 16 terms are added one by one; the last N mod 8 rows are
+// accumulator adds the terms p ≡ l (mod V) of the first K rounded down to
+// V in order, the lanes are folded as the GEMM's dot kernels fold them, and
+// the last K mod V terms are added one by one; the last N mod 8 rows are
 // Dot of the (converted) row. These are exactly the operations of Gemm's
-// small-M dot path (M ≤ 16, k-contiguous operands), so for K ≥ 16 GemvT
-// and Gemm give bit-identical results and decoding through either yields
-// the same logits. Without AVX-512 (or off amd64) each row is Dot of the
-// (converted) row.
+// small-M dot path (M ≤ 16, k-contiguous operands) on the same CPU, so for
+// K ≥ V GemvT and Gemm give bit-identical results and decoding through
+// either yields the same logits. Without AVX2 (or off amd64) each row is
+// Dot of the (converted) row.
 
 // gemvKernelSet holds the 8-row kernels: out[j] = Σ_{p<k} x[p]·w[j·ldw+p]
-// for j < 8 (k a positive multiple of 16), prefetching pf bytes ahead of
-// each row.
+// for j < 8 (k a positive multiple of align, the lanes of an
+// accumulator), prefetching pf bytes ahead of each row.
 type gemvKernelSet struct {
-	name string
-	f32  func(k int, x, w []float32, ldw, pf int, out *[8]float32)
-	bf16 func(k int, x []float32, w []uint16, ldw, pf int, out *[8]float32)
+	name  string
+	align int
+	f32   func(k int, x, w []float32, ldw, pf int, out *[8]float32)
+	bf16  func(k int, x []float32, w []uint16, ldw, pf int, out *[8]float32)
 }
 
 var gemvKernels = gemvAsm()
@@ -145,7 +147,7 @@ func gemvRowsF32(ks *gemvKernelSet, y, x, w []float32, lo, hi, k, ldw int, acc b
 	if ks != nil {
 		kern = ks.f32
 	}
-	gemvRows(kern, tailDotGemm, func(x, row []float32) float32 { return Dot(x, row) }, 4, y, x, w, lo, hi, k, ldw, acc)
+	gemvRows(ks, kern, tailDotGemm, func(x, row []float32) float32 { return Dot(x, row) }, 4, y, x, w, lo, hi, k, ldw, acc)
 }
 
 // gemvRowsBF16 computes rows [lo, hi) of GemvTBF16 with the kernels of ks
@@ -161,17 +163,19 @@ func gemvRowsBF16(ks *gemvKernelSet, y, x []float32, w []uint16, lo, hi, k, ldw 
 		DecodeBF16(conv, row)
 		return Dot(x, conv)
 	}
-	gemvRows(kern, tailDotBF16, dot, 2, y, x, w, lo, hi, k, ldw, acc)
+	gemvRows(ks, kern, tailDotBF16, dot, 2, y, x, w, lo, hi, k, ldw, acc)
 }
 
-// gemvRows computes rows [lo, hi): 8 rows at a time with kern (when not
-// nil) over the first K rounded down to 16 terms plus tail over the rest,
-// the last rows by dot of the whole row. size is the bytes of one weight.
-func gemvRows[T float32 | uint16](kern func(int, []float32, []T, int, int, *[8]float32), tail, dot func([]float32, []T) float32,
+// gemvRows computes rows [lo, hi): 8 rows at a time with kern, one of
+// the kernels of ks (when ks is not nil), over the first K rounded down to
+// ks.align terms plus tail over the rest, the last rows by dot of the
+// whole row. size is the bytes of one weight.
+func gemvRows[T float32 | uint16](ks *gemvKernelSet, kern func(int, []float32, []T, int, int, *[8]float32), tail, dot func([]float32, []T) float32,
 	size int, y, x []float32, w []T, lo, hi, k, ldw int, acc bool) {
 	x = x[:k]
 	j := lo
-	if ka := k &^ 15; kern != nil && ka > 0 {
+	if ks != nil && kern != nil && k >= ks.align {
+		ka := k / ks.align * ks.align
 		var t [8]float32
 		pf := 8 * ldw * size
 		for ; j+8 <= hi; j += 8 {

@@ -11,20 +11,42 @@ func sgemv8AVX512(k int, x, w *float32, ldw, pf int, out *float32)
 //go:noescape
 func bgemv8AVX512(k int, x *float32, w *uint16, ldw, pf int, out *float32)
 
-// gemvAsm returns the AVX-512 GEMV kernels, or nil without AVX-512.
+//go:noescape
+func sgemv8AVX2(k int, x, w *float32, ldw, pf int, out *float32)
+
+//go:noescape
+func bgemv8AVX2(k int, x *float32, w *uint16, ldw, pf int, out *float32)
+
+// gemvAsm returns the AVX-512 GEMV kernels, else the AVX2 ones, or nil
+// without AVX2 and FMA.
 func gemvAsm() *gemvKernelSet {
-	if !cpu.X86.HasAVX512F || !cpu.X86.HasAVX512VL {
-		return nil
+	switch {
+	case cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL:
+		return &gemvKernelSet{
+			name:  "avx512",
+			align: 16,
+			f32: func(k int, x, w []float32, ldw, pf int, out *[8]float32) {
+				_ = w[7*ldw+k-1]
+				sgemv8AVX512(k, &x[0], &w[0], ldw, pf, &out[0])
+			},
+			bf16: func(k int, x []float32, w []uint16, ldw, pf int, out *[8]float32) {
+				_ = w[7*ldw+k-1]
+				bgemv8AVX512(k, &x[0], &w[0], ldw, pf, &out[0])
+			},
+		}
+	case cpu.X86.HasAVX2 && cpu.X86.HasFMA:
+		return &gemvKernelSet{
+			name:  "avx2",
+			align: 8,
+			f32: func(k int, x, w []float32, ldw, pf int, out *[8]float32) {
+				_ = w[7*ldw+k-1]
+				sgemv8AVX2(k, &x[0], &w[0], ldw, pf, &out[0])
+			},
+			bf16: func(k int, x []float32, w []uint16, ldw, pf int, out *[8]float32) {
+				_ = w[7*ldw+k-1]
+				bgemv8AVX2(k, &x[0], &w[0], ldw, pf, &out[0])
+			},
+		}
 	}
-	return &gemvKernelSet{
-		name: "avx512",
-		f32: func(k int, x, w []float32, ldw, pf int, out *[8]float32) {
-			_ = w[7*ldw+k-1]
-			sgemv8AVX512(k, &x[0], &w[0], ldw, pf, &out[0])
-		},
-		bf16: func(k int, x []float32, w []uint16, ldw, pf int, out *[8]float32) {
-			_ = w[7*ldw+k-1]
-			bgemv8AVX512(k, &x[0], &w[0], ldw, pf, &out[0])
-		},
-	}
+	return nil
 }

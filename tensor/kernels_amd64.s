@@ -2,22 +2,13 @@
 //
 // Every dot-product kernel accumulates one (query, row) pair in one 8-lane
 // YMM register, chunk by chunk in increasing order, and reduces the lanes with
-// HSUM below. The 1x1, 1x4 and 3x4 shapes therefore return bit-identical
+// HSUM (avx2_amd64.h). The 1x1, 1x4 and 3x4 shapes therefore return bit-identical
 // values for the same pair, which keeps serial, parallel, single-query and
 // batched searches equal. Lengths n are multiples of 8; the Go wrappers add
 // the scalar tail.
 
 #include "textflag.h"
-
-// HSUM reduces the 8 lanes of Y into the low lane of X (the low half of Y),
-// using T as scratch: ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)).
-#define HSUM(Y, X, T) \
-	VEXTRACTF128 $1, Y, T; \
-	VADDPS       T, X, X; \
-	VMOVHLPS     X, T, T; \
-	VADDPS       T, X, X; \
-	VMOVSHDUP    X, T; \
-	VADDSS       T, X, X
+#include "avx2_amd64.h"
 
 // func cpuid(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
 TEXT ·cpuid(SB), NOSPLIT, $0-24
