@@ -73,7 +73,7 @@ func gemmAsmSets() []*gemmKernelSet {
 				dot1x4AVX2(&a[0], &w[0], ldw, k, &out[0])
 				dot1x4AVX2(&a[0], &w[4*ldw], ldw, k, &out[4])
 			},
-			dotAlign: 8,
+			dotAlign:  8,
 			peak:      func(n int) { fmaPeakAVX2(n) },
 			peakFlops: 12 * 8 * 2,
 		})
