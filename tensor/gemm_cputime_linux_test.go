@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -54,6 +55,59 @@ func BenchmarkGemmCPUTime(b *testing.B) {
 			if peak > 0 {
 				b.ReportMetric(100*gf/peak, "%peak")
 			}
+		})
+	}
+}
+
+// BenchmarkGemmMicroCPUTime measures the micro-kernel alone (the set
+// gemmKernels, depth kc of its blocking) in thread CPU time, as a share of
+// the register FMA peak measured right before each round (so that a round
+// slowed by another process on a shared core is compared with a peak slowed
+// the same way; the median of the per-round shares is reported). "L1":
+// 16 A micro-panels (L2) against one B micro-panel (L1), as the inner loop
+// of the packed path runs; "L3": a different B micro-panel (of 64, 1 MiB
+// for AVX2) every 16 calls, as when the jr loop moves on.
+//
+//	go test -run '^$' -bench GemmMicroCPUTime ./tensor/
+func BenchmarkGemmMicroCPUTime(b *testing.B) {
+	ks := gemmKernels
+	if ks.peak == nil {
+		b.Skip("no FMA peak kernel")
+	}
+	kc := ks.blocking().kc
+	const panels, bPanels, calls = 16, 64, 32
+	r := rand.New(rand.NewPCG(1, 8))
+	a := randF32(r, ks.mr*kc*panels)
+	bb := randF32(r, ks.nr*kc*bPanels)
+	c := make([]float32, panels*ks.mr*ks.nr)
+	for _, name := range []string{"L1", "L3"} {
+		b.Run(name, func(b *testing.B) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			const peakRounds = 1 << 14
+			var shares []float64
+			flops := 2 * float64(ks.mr*ks.nr*kc*panels*calls)
+			round := 0
+			for b.Loop() {
+				tp := threadCPU()
+				ks.peak(peakRounds)
+				t0 := threadCPU()
+				for range calls {
+					bp := bb
+					if name == "L3" {
+						bp = bb[round%bPanels*ks.nr*kc:]
+						round++
+					}
+					for i := range panels {
+						ks.micro(kc, a[i*ks.mr*kc:], bp, ks.nr, c[i*ks.mr*ks.nr:], ks.nr, true)
+					}
+				}
+				t1 := threadCPU()
+				peak := float64(peakRounds*ks.peakFlops) / (t0 - tp)
+				shares = append(shares, flops/(t1-t0)/peak)
+			}
+			slices.Sort(shares)
+			b.ReportMetric(100*shares[len(shares)/2], "%peak")
 		})
 	}
 }
