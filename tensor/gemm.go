@@ -24,7 +24,8 @@ import (
 // accumulators). Small M with k-contiguous operands (decoding: one or a few
 // rows against a weight matrix) skips packing and streams W's rows through
 // 4×4 and 1×8 dot-product kernels, since each weight is used only M times.
-// Packing transposes k-contiguous rows 16×16 in registers. Work is split
+// Packing transposes k-contiguous rows in registers (16×16 blocks with
+// AVX-512, 8×8 with AVX2). Work is split
 // over goroutines by batch entries, then along the longer of M and N (each
 // task packs its own rows of A and columns of B); every output is computed
 // by the same sequence of operations whatever the split, so results do not
@@ -191,7 +192,8 @@ type gemmKernelSet struct {
 	dot1x8   func(k int, a, w []float32, ldw int, out *[8]float32)
 	dotAlign int
 	// transpose writes dst[p·ldd + r] = src[r·lds + p] for p < k (a
-	// positive multiple of 16) and r < rows (12 or 16); nil when absent.
+	// positive multiple of 16) and r < rows, rows being 16 or the set's mr
+	// (12 for AVX-512, 6 for AVX2); nil when absent.
 	transpose func(src []float32, lds int, dst []float32, ldd, k, rows int)
 	// peak runs n rounds of peakFlops register-only floating-point
 	// operations (the FMA peak benchmark).
@@ -482,9 +484,10 @@ const gemmWholeARows = 1536
 // padding the last panel, where X(r, p) is op's element
 // base + r·rs + p·ps.
 func packPanels(dst []float32, op *Operand, base, rs, ps, rows, kc, w int, tmp []float32, ks *gemmKernelSet) {
-	// Fast path: k-contiguous float32 rows transposed 16×16 in registers.
+	// Fast path: k-contiguous float32 rows transposed in registers (16×16
+	// blocks with AVX-512, 8×8 with AVX2).
 	k16 := kc &^ 15
-	fast := ks.transpose != nil && op.F32 != nil && ps == 1 && k16 > 0 && (w == 12 || w%16 == 0)
+	fast := ks.transpose != nil && op.F32 != nil && ps == 1 && k16 > 0 && (w == ks.mr || w%16 == 0)
 	full := rows / w * w
 	if ps != 1 && rs == 1 && op.F32 != nil && full > 0 {
 		// The rows of one depth p are contiguous: one pass over p copies

@@ -519,6 +519,141 @@ over6x16:
 	VZEROUPPER
 	RET
 
+// func transpose8AVX2(src *float32, lds int, dst *float32, ldd, k, rows int)
+//
+// Packs up to 8 rows of a panel: dst[p*ldd + r] = src[r*lds + p] for p < k
+// (a positive multiple of 8) and r < rows, rows being 8 or 6 (dst lanes
+// 6 and 7 of each p are then not written, nor rows 6 and 7 read). An 8×8
+// block at a time is loaded as 128-bit halves (row r's p..p+3 in the low
+// lane, row r+4's in the high one), transposed in registers (unpack,
+// shuffle) and stored one p at a time.
+TEXT ·transpose8AVX2(SB), NOSPLIT, $0-48
+	MOVQ    src+0(FP), SI
+	MOVQ    lds+8(FP), BX
+	SHLQ    $2, BX
+	MOVQ    dst+16(FP), DI
+	MOVQ    ldd+24(FP), DX
+	SHLQ    $2, DX
+	MOVQ    k+32(FP), CX
+	MOVQ    rows+40(FP), R8
+	LEAQ    (BX)(BX*2), R9
+	LEAQ    (SI)(BX*4), R10
+	LEAQ    (DX)(DX*2), R11
+
+	CMPQ    R8, $8
+	JNE     looptr6
+looptr8:
+	VMOVUPS (SI), X0
+	VINSERTF128 $1, (R10), Y0, Y0
+	VMOVUPS (SI)(BX*1), X1
+	VINSERTF128 $1, (R10)(BX*1), Y1, Y1
+	VMOVUPS (SI)(BX*2), X2
+	VINSERTF128 $1, (R10)(BX*2), Y2, Y2
+	VMOVUPS (SI)(R9*1), X3
+	VINSERTF128 $1, (R10)(R9*1), Y3, Y3
+	VMOVUPS 16(SI), X4
+	VINSERTF128 $1, 16(R10), Y4, Y4
+	VMOVUPS 16(SI)(BX*1), X5
+	VINSERTF128 $1, 16(R10)(BX*1), Y5, Y5
+	VMOVUPS 16(SI)(BX*2), X6
+	VINSERTF128 $1, 16(R10)(BX*2), Y6, Y6
+	VMOVUPS 16(SI)(R9*1), X7
+	VINSERTF128 $1, 16(R10)(R9*1), Y7, Y7
+	VUNPCKLPS Y1, Y0, Y8
+	VUNPCKHPS Y1, Y0, Y9
+	VUNPCKLPS Y3, Y2, Y10
+	VUNPCKHPS Y3, Y2, Y11
+	VSHUFPS $0x44, Y10, Y8, Y0
+	VSHUFPS $0xee, Y10, Y8, Y1
+	VSHUFPS $0x44, Y11, Y9, Y2
+	VSHUFPS $0xee, Y11, Y9, Y3
+	VUNPCKLPS Y5, Y4, Y12
+	VUNPCKHPS Y5, Y4, Y13
+	VUNPCKLPS Y7, Y6, Y14
+	VUNPCKHPS Y7, Y6, Y15
+	VSHUFPS $0x44, Y14, Y12, Y4
+	VSHUFPS $0xee, Y14, Y12, Y5
+	VSHUFPS $0x44, Y15, Y13, Y6
+	VSHUFPS $0xee, Y15, Y13, Y7
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, (DI)(DX*1)
+	VMOVUPS Y2, (DI)(DX*2)
+	VMOVUPS Y3, (DI)(R11*1)
+	LEAQ    (DI)(DX*4), DI
+	VMOVUPS Y4, (DI)
+	VMOVUPS Y5, (DI)(DX*1)
+	VMOVUPS Y6, (DI)(DX*2)
+	VMOVUPS Y7, (DI)(R11*1)
+	LEAQ    (DI)(DX*4), DI
+	ADDQ    $32, SI
+	ADDQ    $32, R10
+	SUBQ    $8, CX
+	JNZ     looptr8
+	VZEROUPPER
+	RET
+
+looptr6:
+	VMOVUPS (SI), X0
+	VINSERTF128 $1, (R10), Y0, Y0
+	VMOVUPS (SI)(BX*1), X1
+	VINSERTF128 $1, (R10)(BX*1), Y1, Y1
+	VMOVUPS (SI)(BX*2), X2
+	VMOVUPS (SI)(R9*1), X3
+	VMOVUPS 16(SI), X4
+	VINSERTF128 $1, 16(R10), Y4, Y4
+	VMOVUPS 16(SI)(BX*1), X5
+	VINSERTF128 $1, 16(R10)(BX*1), Y5, Y5
+	VMOVUPS 16(SI)(BX*2), X6
+	VMOVUPS 16(SI)(R9*1), X7
+	VUNPCKLPS Y1, Y0, Y8
+	VUNPCKHPS Y1, Y0, Y9
+	VUNPCKLPS Y3, Y2, Y10
+	VUNPCKHPS Y3, Y2, Y11
+	VSHUFPS $0x44, Y10, Y8, Y0
+	VSHUFPS $0xee, Y10, Y8, Y1
+	VSHUFPS $0x44, Y11, Y9, Y2
+	VSHUFPS $0xee, Y11, Y9, Y3
+	VUNPCKLPS Y5, Y4, Y12
+	VUNPCKHPS Y5, Y4, Y13
+	VUNPCKLPS Y7, Y6, Y14
+	VUNPCKHPS Y7, Y6, Y15
+	VSHUFPS $0x44, Y14, Y12, Y4
+	VSHUFPS $0xee, Y14, Y12, Y5
+	VSHUFPS $0x44, Y15, Y13, Y6
+	VSHUFPS $0xee, Y15, Y13, Y7
+	VMOVUPS X0, (DI)
+	VEXTRACTF128 $1, Y0, X8
+	VMOVSD X8, 16(DI)
+	VMOVUPS X1, (DI)(DX*1)
+	VEXTRACTF128 $1, Y1, X9
+	VMOVSD X9, 16(DI)(DX*1)
+	VMOVUPS X2, (DI)(DX*2)
+	VEXTRACTF128 $1, Y2, X10
+	VMOVSD X10, 16(DI)(DX*2)
+	VMOVUPS X3, (DI)(R11*1)
+	VEXTRACTF128 $1, Y3, X11
+	VMOVSD X11, 16(DI)(R11*1)
+	LEAQ    (DI)(DX*4), DI
+	VMOVUPS X4, (DI)
+	VEXTRACTF128 $1, Y4, X12
+	VMOVSD X12, 16(DI)
+	VMOVUPS X5, (DI)(DX*1)
+	VEXTRACTF128 $1, Y5, X13
+	VMOVSD X13, 16(DI)(DX*1)
+	VMOVUPS X6, (DI)(DX*2)
+	VEXTRACTF128 $1, Y6, X14
+	VMOVSD X14, 16(DI)(DX*2)
+	VMOVUPS X7, (DI)(R11*1)
+	VEXTRACTF128 $1, Y7, X15
+	VMOVSD X15, 16(DI)(R11*1)
+	LEAQ    (DI)(DX*4), DI
+	ADDQ    $32, SI
+	ADDQ    $32, R10
+	SUBQ    $8, CX
+	JNZ     looptr6
+	VZEROUPPER
+	RET
+
 // REDUCE4 folds the 16-lane accumulators z0..z3 (whose low parts are
 // y0..y3 and x0..x3) into one XMM holding their four sums, stored at off(DX).
 #define REDUCE4(z0, z1, z2, z3, y0, y1, y2, y3, x0, x1, x2, x3, off) \

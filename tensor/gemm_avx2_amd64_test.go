@@ -115,3 +115,74 @@ func TestSgemm6x16AVX2BitIdentical(t *testing.T) {
 		}
 	}
 }
+
+// TestTranspose8AVX2 checks the packing transpose against its definition
+// for 6 and 8 rows (and 16 through the set's wrapper), depths that are
+// multiples of 8 and 16, odd strides, special values, and that lanes
+// outside the rows (6 and 7 for 6 rows) and past k are left alone.
+func TestTranspose8AVX2(t *testing.T) {
+	skipNoAVX2(t)
+	r := rand.New(rand.NewPCG(20, 2))
+	for _, rows := range []int{6, 8, 16} {
+		for _, k := range []int{16, 32, 48, 64, 256, 1008} {
+			if rows != 16 {
+				k -= 8 // the kernel alone takes multiples of 8
+			}
+			for _, lds := range []int{k, k + 1, k + 13} {
+				ldd := rows + 3
+				src := randF32(r, rows*lds+5)
+				src[r.IntN(len(src))] = float32(math.NaN())
+				src[r.IntN(len(src))] = float32(math.Inf(-1))
+				dst := randF32(r, k*ldd+9)
+				want := slices.Clone(dst)
+				for p := range k {
+					for i := range rows {
+						want[p*ldd+i] = src[i*lds+p]
+					}
+				}
+				if rows == 16 {
+					transposeAVX2(src, lds, dst, ldd, k, rows)
+				} else {
+					transpose8AVX2(&src[0], lds, &dst[0], ldd, k, rows)
+				}
+				for i := range dst {
+					if !sameF32(dst[i], want[i]) {
+						t.Fatalf("rows=%d k=%d lds=%d: dst[%d] = %v, want %v", rows, k, lds, i, dst[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestPackPanelsFastMatchesSlow checks packPanels' transposing path (each
+// set with a transpose, panel widths mr and nr) against the element-wise
+// packPanelsSlow, with depths that leave a tail past the multiple of 16
+// and row counts that leave a partial last panel.
+func TestPackPanelsFastMatchesSlow(t *testing.T) {
+	r := rand.New(rand.NewPCG(20, 3))
+	for _, ks := range gemmSets() {
+		if ks.transpose == nil {
+			continue
+		}
+		for _, w := range []int{ks.mr, ks.nr} {
+			for _, rows := range []int{1, w - 1, w, w + 1, 3*w + 2, 100} {
+				for _, kc := range []int{1, 15, 16, 17, 33, 100, 256} {
+					ld := kc + 5
+					x := randF32(r, rows*ld+3)
+					op := Operand{F32: x, RowStride: ld, ColStride: 1}
+					pad := (rows + w - 1) / w * w
+					got, want := make([]float32, pad*kc), make([]float32, pad*kc)
+					tmp := make([]float32, max(kc, w))
+					packPanels(got, &op, 2, ld, 1, rows, kc, w, tmp, ks)
+					for q0 := 0; q0 < rows; q0 += w {
+						packPanelsSlow(want[q0*kc:(q0+w)*kc], &op, 2+q0*ld, ld, 1, min(w, rows-q0), kc, w, tmp)
+					}
+					if !slices.Equal(got, want) {
+						t.Fatalf("%s w=%d rows=%d kc=%d: fast packing differs", ks.name, w, rows, kc)
+					}
+				}
+			}
+		}
+	}
+}
