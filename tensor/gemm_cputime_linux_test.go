@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/cas-engine/cas/internal/cputime"
 	"golang.org/x/sys/unix"
 )
 
@@ -147,6 +148,35 @@ func BenchmarkGemmPackCPUTime(b *testing.B) {
 					}
 				}
 				b.ReportMetric((threadCPU()-t0)/float64(b.N*rows*k)*1e9, "ns/elem")
+			})
+		}
+	}
+}
+
+// BenchmarkGemmWorkersCPUTime measures what splitting a product over
+// workers costs in CPU: GFLOP per CPU-second of the whole process (all
+// workers; other processes do not inflate it, unlike wall time) next to
+// the wall rate, for x·Wᵀ on 1 and 2 workers. With 2 workers a 1024³
+// product is split into column ranges whose tasks share one packing of A
+// (gemmPre).
+//
+//	go test -run '^$' -bench GemmWorkersCPUTime ./tensor/
+func BenchmarkGemmWorkersCPUTime(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 10))
+	for _, s := range [][3]int{{1024, 1024, 1024}, {2048, 896, 4864}, {256, 704, 256}} {
+		m, n, k := s[0], s[1], s[2]
+		a, w := randF32(r, m*k), randF32(r, n*k)
+		out := make([]float32, m*n)
+		for _, workers := range []int{1, 2} {
+			b.Run(fmt.Sprintf("M%d/N%d/K%d/W%d", m, n, k, workers), func(b *testing.B) {
+				MatMulT(out, a, w, m, n, k, workers)
+				c0 := cputime.Process()
+				for b.Loop() {
+					MatMulT(out, a, w, m, n, k, workers)
+				}
+				fl := 2 * float64(m) * float64(n) * float64(k) * float64(b.N)
+				b.ReportMetric(fl/(cputime.Process()-c0).Seconds()/1e9, "GFLOP/cpu-s")
+				b.ReportMetric(fl/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 			})
 		}
 	}
