@@ -24,11 +24,13 @@ import (
 // accumulators). Small M with k-contiguous operands (decoding: one or a few
 // rows against a weight matrix) skips packing and streams W's rows through
 // 4×4 and 1×8 dot-product kernels, since each weight is used only M times.
-// Packing transposes k-contiguous rows 16×16 in registers. Work is split
-// over goroutines by batch entries, then along the longer of M and N (each
-// task packs its own rows of A and columns of B); every output is computed
-// by the same sequence of operations whatever the split, so results do not
-// depend on the number of workers.
+// Packing transposes k-contiguous rows in registers (16×16 blocks with
+// AVX-512, 8×8 with AVX2). Work is split over goroutines by batch entries,
+// then along the longer of M and N (each task packs its own rows of A and
+// columns of B, except that the operand every task would pack whole is
+// packed once, by all workers, first); every output is computed by the
+// same sequence of operations whatever the split, so results do not depend
+// on the number of workers.
 
 // Operand is one matrix operand of a Gemm: element (b, r, c) is
 // Data[Offset + b·BatchStride + r·RowStride + c·ColStride], where for A r is
@@ -191,7 +193,8 @@ type gemmKernelSet struct {
 	dot1x8   func(k int, a, w []float32, ldw int, out *[8]float32)
 	dotAlign int
 	// transpose writes dst[p·ldd + r] = src[r·lds + p] for p < k (a
-	// positive multiple of 16) and r < rows (12 or 16); nil when absent.
+	// positive multiple of 16) and r < rows, rows being 16 or the set's mr
+	// (12 for AVX-512, 6 for AVX2); nil when absent.
 	transpose func(src []float32, lds int, dst []float32, ldd, k, rows int)
 	// peak runs n rounds of peakFlops register-only floating-point
 	// operations (the FMA peak benchmark).
@@ -209,6 +212,13 @@ func (ks *gemmKernelSet) blocking() gemmBlocking {
 	// streams from L2 with the hardware prefetcher. Tuned on Zen 4 (1 MiB
 	// L2) in thread CPU time (BenchmarkGemmCPUTime): 85–95% of the FMA
 	// peak of one core from 256³ to 2048×896×4864.
+	//
+	// AVX2 (6×16 tiles; checked on Zen 3: 32 KiB L1D, 512 KiB L2): kc 256
+	// keeps the B micro-panel (16 KiB) and an A micro-panel (6 KiB) in L1
+	// together; mc from 48 to 288 and nc from 256 to 4096 measured within
+	// the noise of one another at 1024³ (the B block then streams from L3
+	// with the hardware prefetcher either way). kc is also the depth of the
+	// slices each output is summed in, so changing it would change results.
 	switch ks.mr {
 	case 12:
 		return gemmBlocking{kc: 384, mc: 96, nc: 1536}
@@ -303,6 +313,10 @@ func (g *Gemm) run(out []float32, ks *gemmKernelSet) {
 	}
 	flops := 2 * g.Batch * m * n * k
 	var tasks []gemmTask
+	// With the entries split along one side, every task would pack the
+	// whole of the other operand (all of A for a column range): then that
+	// operand is packed once, by all workers, before the tasks run.
+	var pre gemmPre
 	switch {
 	case workers == 1 || flops < 1<<17:
 		tasks = make([]gemmTask, g.Batch)
@@ -342,34 +356,114 @@ func (g *Gemm) run(out []float32, ks *gemmKernelSet) {
 				}
 			}
 		}
+		if !dot && len(tasks) > 1 {
+			switch {
+			case rows == 1 && cols > 1:
+				pre.a = g.prepack(&g.A, g.A.RowStride, g.A.ColStride, m, ks.mr, workers, ks)
+			case cols == 1 && rows > 1:
+				pre.b = g.prepack(&g.B, g.B.ColStride, g.B.RowStride, n, ks.nr, workers, ks)
+			}
+		}
 	}
 	workers = min(workers, len(tasks))
+	gemmParallel(workers, len(tasks), func(s *gemmScratch, t int) {
+		if dot {
+			g.dotTask(out, ks, s, tasks[t])
+		} else {
+			g.packedTask(out, ks, s, tasks[t], &pre)
+		}
+	})
+	pre.release()
+}
+
+// gemmParallel runs fn(s, i) for i < n on workers goroutines (the caller's
+// among them), each taking the next i in turn with its own scratch s.
+func gemmParallel(workers, n int, fn func(s *gemmScratch, i int)) {
 	var next atomic.Int64
 	work := func() {
 		s := gemmScratchPool.Get().(*gemmScratch)
 		for {
-			t := int(next.Add(1)) - 1
-			if t >= len(tasks) {
+			i := int(next.Add(1)) - 1
+			if i >= n {
 				break
 			}
-			if dot {
-				g.dotTask(out, ks, s, tasks[t])
-			} else {
-				g.packedTask(out, ks, s, tasks[t])
-			}
+			fn(s, i)
 		}
 		gemmScratchPool.Put(s)
 	}
-	if workers <= 1 {
+	if workers <= 1 || n <= 1 {
 		work()
 		return
 	}
 	var wg sync.WaitGroup
-	for range workers - 1 {
+	for range min(workers, n) - 1 {
 		wg.Go(work)
 	}
 	work()
 	wg.Wait()
+}
+
+// gemmPrepacked is one operand of a product packed for all its tasks: for
+// batch entry b and the depth slice at pc (of kcs ≤ kc terms), the rows of
+// A (columns of B) in panels of w, as packPanels writes them, start at
+// data[b·pad·K + pc·pad] (pad: rows rounded up to w), so the panels from
+// row r0 (a multiple of w) start at r0·kcs from there.
+type gemmPrepacked struct {
+	data []float32
+	pad  int
+}
+
+// slice returns the packed panels of entry b, depth slice pc, from row r0.
+func (p *gemmPrepacked) slice(b, pc, r0, k, kcs int) []float32 {
+	return p.data[b*p.pad*k+pc*p.pad+r0*kcs:]
+}
+
+// gemmPre holds the operands packed before the tasks run (nil: each task
+// packs its own).
+type gemmPre struct{ a, b *gemmPrepacked }
+
+func (p *gemmPre) release() {
+	for _, q := range []*gemmPrepacked{p.a, p.b} {
+		if q != nil {
+			gemmPrepackPool.Put(q)
+		}
+	}
+}
+
+var gemmPrepackPool = sync.Pool{New: func() any { return new(gemmPrepacked) }}
+
+// gemmPrepackMax bounds the floats of a prepacked operand (64 MiB); a
+// larger one is packed by each task as before.
+const gemmPrepackMax = 1 << 24
+
+// gemmPrepackRows is the row chunk packed as one unit of work (a multiple
+// of every panel width; whole depth runs for a depth-major operand, as
+// packedTask's gemmWholeARows).
+const gemmPrepackRows = gemmWholeARows
+
+// prepack packs every entry's rows [0, rows) × depth [0, K) of op, whose
+// element (r, p) is at Offset + b·BatchStride + r·rs + p·ps, in panels of w
+// for each depth slice of the blocking's kc, on workers goroutines; nil
+// when that would exceed gemmPrepackMax floats.
+func (g *Gemm) prepack(op *Operand, rs, ps, rows, w, workers int, ks *gemmKernelSet) *gemmPrepacked {
+	k, kc := g.K, ks.blocking().kc
+	pad := (rows + w - 1) / w * w
+	if g.Batch*pad*k > gemmPrepackMax {
+		return nil
+	}
+	p := gemmPrepackPool.Get().(*gemmPrepacked)
+	p.data = growF32(p.data, g.Batch*pad*k)
+	p.pad = pad
+	nSlices := (k + kc - 1) / kc
+	chunks := (rows + gemmPrepackRows - 1) / gemmPrepackRows
+	gemmParallel(workers, g.Batch*nSlices*chunks, func(s *gemmScratch, u int) {
+		b, pc, r0 := u/(nSlices*chunks), u/chunks%nSlices*kc, u%chunks*gemmPrepackRows
+		kcs := min(kc, k-pc)
+		s.tmp = growF32(s.tmp, max(kc, w))
+		packPanels(p.slice(b, pc, r0, k, kcs), op, op.Offset+b*op.BatchStride+r0*rs+pc*ps, rs, ps,
+			min(gemmPrepackRows, rows-r0), kcs, w, s.tmp, ks)
+	})
+	return p
 }
 
 // splitRange returns the part-th of parts contiguous ranges of [0, n) whose
@@ -385,8 +479,9 @@ func splitRange(n, parts, part, align int) (lo, hi int) {
 	return min(lo, n), min(hi, n)
 }
 
-// packedTask runs the BLIS loops over one output rectangle.
-func (g *Gemm) packedTask(out []float32, ks *gemmKernelSet, s *gemmScratch, t gemmTask) {
+// packedTask runs the BLIS loops over one output rectangle, packing A and B
+// as it goes unless pre holds them packed.
+func (g *Gemm) packedTask(out []float32, ks *gemmKernelSet, s *gemmScratch, t gemmTask, pre *gemmPre) {
 	mr, nr := ks.mr, ks.nr
 	bl := ks.blocking()
 	n, k := g.N, g.K
@@ -405,14 +500,18 @@ func (g *Gemm) packedTask(out []float32, ks *gemmKernelSet, s *gemmScratch, t ge
 	// runs, a row length apart, defeat the hardware prefetcher
 	// (BenchmarkGemmLayoutCPUTime, layout TN). The mc blocks and their
 	// order are the same either way, so results do not change.
-	wholeA := g.A.F32 != nil && g.A.RowStride == 1 && g.A.ColStride != 1 && t.i1-t.i0 > bl.mc
+	wholeA := pre.a == nil && g.A.F32 != nil && g.A.RowStride == 1 && g.A.ColStride != 1 && t.i1-t.i0 > bl.mc
 	chunk := bl.mc
 	if wholeA {
 		chunk = gemmWholeARows / bl.mc * bl.mc
 		mcMax = min(chunk, t.i1-t.i0)
 	}
-	s.b = growF32(s.b, kcMax*((ncMax+nr-1)/nr*nr))
-	s.a = growF32(s.a, kcMax*((mcMax+mr-1)/mr*mr))
+	if pre.b == nil {
+		s.b = growF32(s.b, kcMax*((ncMax+nr-1)/nr*nr))
+	}
+	if pre.a == nil {
+		s.a = growF32(s.a, kcMax*((mcMax+mr-1)/mr*mr))
+	}
 	s.tile = growF32(s.tile, mr*nr)
 	s.tmp = growF32(s.tmp, max(kcMax, mr, nr))
 	for jc := t.j0; jc < t.j1; jc += bl.nc {
@@ -421,11 +520,18 @@ func (g *Gemm) packedTask(out []float32, ks *gemmKernelSet, s *gemmScratch, t ge
 			kc := min(bl.kc, k-pc)
 			acc := g.Accumulate || pc > 0
 			// B panel: row r of the panel set is column jc+r of B.
-			packPanels(s.b, &g.B, bBase+jc*g.B.ColStride+pc*g.B.RowStride, g.B.ColStride, g.B.RowStride, nc, kc, nr, s.tmp, ks)
+			pb := s.b
+			if pre.b != nil {
+				pb = pre.b.slice(t.b, pc, jc, k, kc)
+			} else {
+				packPanels(s.b, &g.B, bBase+jc*g.B.ColStride+pc*g.B.RowStride, g.B.ColStride, g.B.RowStride, nc, kc, nr, s.tmp, ks)
+			}
 			for ic := t.i0; ic < t.i1; ic += bl.mc {
 				mc := min(bl.mc, t.i1-ic)
 				pa := s.a // this block's panels
-				if off := (ic - t.i0) % chunk; wholeA {
+				if off := (ic - t.i0) % chunk; pre.a != nil {
+					pa = pre.a.slice(t.b, pc, ic, k, kc)
+				} else if wholeA {
 					if off == 0 {
 						rows := min(chunk, t.i1-ic)
 						packPanels(s.a, &g.A, aBase+ic*g.A.RowStride+pc*g.A.ColStride, g.A.RowStride, g.A.ColStride, rows, kc, mr, s.tmp, ks)
@@ -435,7 +541,7 @@ func (g *Gemm) packedTask(out []float32, ks *gemmKernelSet, s *gemmScratch, t ge
 					packPanels(s.a, &g.A, aBase+ic*g.A.RowStride+pc*g.A.ColStride, g.A.RowStride, g.A.ColStride, mc, kc, mr, s.tmp, ks)
 				}
 				for jr := 0; jr < nc; jr += nr {
-					bp := s.b[jr*kc : (jr+nr)*kc]
+					bp := pb[jr*kc : (jr+nr)*kc]
 					nn := min(nr, nc-jr)
 					for ir := 0; ir < mc; ir += mr {
 						ap := pa[ir*kc : (ir+mr)*kc]
@@ -475,9 +581,10 @@ const gemmWholeARows = 1536
 // padding the last panel, where X(r, p) is op's element
 // base + r·rs + p·ps.
 func packPanels(dst []float32, op *Operand, base, rs, ps, rows, kc, w int, tmp []float32, ks *gemmKernelSet) {
-	// Fast path: k-contiguous float32 rows transposed 16×16 in registers.
+	// Fast path: k-contiguous float32 rows transposed in registers (16×16
+	// blocks with AVX-512, 8×8 with AVX2).
 	k16 := kc &^ 15
-	fast := ks.transpose != nil && op.F32 != nil && ps == 1 && k16 > 0 && (w == 12 || w%16 == 0)
+	fast := ks.transpose != nil && op.F32 != nil && ps == 1 && k16 > 0 && (w == ks.mr || w%16 == 0)
 	full := rows / w * w
 	if ps != 1 && rs == 1 && op.F32 != nil && full > 0 {
 		// The rows of one depth p are contiguous: one pass over p copies

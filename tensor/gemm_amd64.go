@@ -13,6 +13,9 @@ func sgemm12x32AVX512(k int, a, b *float32, ldb int, c *float32, ldc int, acc bo
 func sgemm6x16AVX2(k int, a, b *float32, ldb int, c *float32, ldc int, acc bool)
 
 //go:noescape
+func transpose8AVX2(src *float32, lds int, dst *float32, ldd, k, rows int)
+
+//go:noescape
 func sdot4x4AVX512(k int, a *float32, lda int, w *float32, ldw int, out *float32)
 
 //go:noescape
@@ -74,9 +77,21 @@ func gemmAsmSets() []*gemmKernelSet {
 				dot1x4AVX2(&a[0], &w[4*ldw], ldw, k, &out[4])
 			},
 			dotAlign:  8,
+			transpose: transposeAVX2,
 			peak:      func(n int) { fmaPeakAVX2(n) },
 			peakFlops: 12 * 8 * 2,
 		})
 	}
 	return sets
+}
+
+// transposeAVX2 is the AVX2 set's transpose (the contract in
+// gemmKernelSet): rows is 16 (a 16-wide B panel, two blocks of 8 rows) or 6
+// (an A panel); k is a positive multiple of 16.
+func transposeAVX2(src []float32, lds int, dst []float32, ldd, k, rows int) {
+	_ = src[(rows-1)*lds+k-1]
+	_ = dst[(k-1)*ldd+rows-1]
+	for r0 := 0; r0 < rows; r0 += 8 {
+		transpose8AVX2(&src[r0*lds], lds, &dst[r0], ldd, k, min(8, rows-r0))
+	}
 }

@@ -26,7 +26,7 @@ func TestMatMulTPackedMatchesMatMulT(t *testing.T) {
 				want := make([]float32, m*n)
 				g := Gemm{Batch: 1, M: m, N: n, K: k, A: RowMajor(a, m, k), B: Transposed(w, k, n), Workers: 1}
 				if m*n*k > 0 {
-					g.packedTask(want, ks, new(gemmScratch), gemmTask{0, 0, m, 0, n})
+					g.packedTask(want, ks, new(gemmScratch), gemmTask{0, 0, m, 0, n}, new(gemmPre))
 				}
 				ref, mag := refGemm(&g)
 				var left PackedLeft

@@ -274,3 +274,74 @@ func TestFMAPeakRuns(t *testing.T) {
 		t.Fatalf("VekDotPeak = %v", p)
 	}
 }
+
+// TestGemmPrepackBitIdentical checks the operand packed once for all tasks
+// (gemmPre) against each task packing its own: packedTask over column
+// ranges with A prepacked and over row ranges with B prepacked gives the
+// same bits as packedTask alone, for every kernel set and the operand
+// layouts (depth-major, BF16, broadcast), depths over several kc slices and
+// more rows than one prepack chunk; and Run with 2 and 3 workers (which
+// prepacks) equals 1 worker.
+func TestGemmPrepackBitIdentical(t *testing.T) {
+	r := rand.New(rand.NewPCG(10, 5))
+	for _, ks := range gemmSets() {
+		kc := ks.blocking().kc
+		for _, s := range [][4]int{{1, 37, 70, 2*kc + 5}, {2, 20, 45, 7}, {1, gemmPrepackRows + 50, 40, 30}, {1, 30, gemmPrepackRows + 70, 20}} {
+			batch, m, n, k := s[0], s[1], s[2], s[3]
+			for _, l := range [][2]string{{"row", "col"}, {"col", "row"}, {"gap", "bcast"}, {"bf16", "bf16"}} {
+				kind := func(x string) string {
+					if x == "bf16" {
+						return "row"
+					}
+					return x
+				}
+				g := Gemm{Batch: batch, M: m, N: n, K: k, A: layout(r, kind(l[0]), batch, m, k), B: layout(r, kind(l[1]), batch, k, n)}
+				if l[0] == "bf16" {
+					g.A.BF16, g.A.F32 = toBF16(g.A.F32), nil
+					g.B.BF16, g.B.F32 = toBF16(g.B.F32), nil
+				}
+				name := fmt.Sprintf("%s %v %v", ks.name, s, l)
+				want := make([]float32, batch*m*n)
+				for b := range batch {
+					g.packedTask(want, ks, new(gemmScratch), gemmTask{b, 0, m, 0, n}, new(gemmPre))
+				}
+				for _, side := range []string{"A", "B"} {
+					var pre gemmPre
+					got := make([]float32, batch*m*n)
+					if side == "A" {
+						pre.a = g.prepack(&g.A, g.A.RowStride, g.A.ColStride, m, ks.mr, 2, ks)
+						for b := range batch {
+							for c := range 3 {
+								j0, j1 := splitRange(n, 3, c, ks.nr)
+								g.packedTask(got, ks, new(gemmScratch), gemmTask{b, 0, m, j0, j1}, &pre)
+							}
+						}
+					} else {
+						pre.b = g.prepack(&g.B, g.B.ColStride, g.B.RowStride, n, ks.nr, 2, ks)
+						for b := range batch {
+							for c := range 3 {
+								i0, i1 := splitRange(m, 3, c, ks.mr)
+								g.packedTask(got, ks, new(gemmScratch), gemmTask{b, i0, i1, 0, n}, &pre)
+							}
+						}
+					}
+					pre.release()
+					if !slices.Equal(got, want) {
+						t.Fatalf("%s: prepacked %s differs", name, side)
+					}
+				}
+				for _, workers := range []int{2, 3} {
+					g.Workers = workers
+					got := make([]float32, batch*m*n)
+					g.run(got, ks)
+					g.Workers = 1
+					one := make([]float32, batch*m*n)
+					g.run(one, ks)
+					if !slices.Equal(got, one) {
+						t.Fatalf("%s: %d workers differ from 1", name, workers)
+					}
+				}
+			}
+		}
+	}
+}
