@@ -66,7 +66,14 @@ func newVersionCmd() *cobra.Command {
 const version = "0.1.0-dev"
 
 func main() {
-	if err := newRootCmd().Execute(); err != nil {
+	var prof cpuProfile
+	root := newRootCmd()
+	prof.attach(root)
+	err := root.Execute()
+	if perr := prof.stop(); err == nil {
+		err = perr
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "cas:", err)
 		os.Exit(exitCode(err))
 	}
