@@ -8,6 +8,12 @@ func expAVX512(dst, src *float32, n int)
 //go:noescape
 func expAVX2(dst, src *float32, n int)
 
+//go:noescape
+func mulSiluAVX2(dst, a, gate *float32, n int)
+
+//go:noescape
+func siluGradMulAVX2(dst, v, u, gate *float32, n int)
+
 // hasAVX512 reports AVX-512F, for the Exp and Max kernels.
 var hasAVX512 = cpu.X86.HasAVX512F
 
@@ -73,4 +79,27 @@ func expBlocks(dst, src *float32, n, lanes int) {
 	} else {
 		expAVX2(dst, src, n)
 	}
+}
+
+// mulSiluVec runs mulSiluAVX2 over the longest prefix of d that is a
+// multiple of 8 (none without AVX2 and FMA) and returns its length; the
+// caller does the rest. It gives MulSilu's float32s whichever Exp kernel
+// the CPU has (expAVX2's values are expAVX512's).
+func mulSiluVec(d, a, g []float32) int {
+	n := len(d) &^ 7
+	if !hasAVX2 || n == 0 {
+		return 0
+	}
+	mulSiluAVX2(&d[0], &a[:n][0], &g[:n][0], n)
+	return n
+}
+
+// siluGradMulVec is mulSiluVec for SiluGradMul (siluGradMulAVX2).
+func siluGradMulVec(d, v, u, g []float32) int {
+	n := len(d) &^ 7
+	if !hasAVX2 || n == 0 {
+		return 0
+	}
+	siluGradMulAVX2(&d[0], &v[:n][0], &u[:n][0], &g[:n][0], n)
+	return n
 }

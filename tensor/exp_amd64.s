@@ -1,4 +1,5 @@
-// AVX-512 and AVX2 e^x for float32, 16 and 8 lanes at a time.
+// AVX-512 and AVX2 e^x for float32, 16 and 8 lanes at a time, and the
+// AVX2 SwiGLU kernels built on the 8-lane one.
 
 #include "textflag.h"
 
@@ -15,7 +16,8 @@ DATA expc<>+36(SB)/4, $0x3c088889 // 1/120
 DATA expc<>+40(SB)/4, $0x3ab60b61 // 1/720
 DATA expc<>+44(SB)/4, $0x39500d01 // 1/5040
 DATA expc<>+48(SB)/4, $0x42b20000 // 89: inputs above overflow to +Inf
-GLOBL expc<>(SB), RODATA|NOPTR, $52
+DATA expc<>+52(SB)/4, $0x80000000 // the sign bit (the AVX2 SiLU kernels negate g)
+GLOBL expc<>(SB), RODATA|NOPTR, $56
 
 // func expAVX512(dst, src *float32, n int)
 //
@@ -114,6 +116,16 @@ loop:
 	VMULPS       Y0, Y3, Y3; \
 	VMULPS       Y1, Y3, Y3
 
+// SIGMOIDNEG8 sets Y3 = σ(g) = 1/(1 + e^−g) for the 8 floats at (DX): −g
+// by flipping the sign bit (exact), e^−g by EXP8, then one correctly
+// rounded addition and division — SiLU's sigmoidBlock, value for value.
+#define SIGMOIDNEG8 \
+	VBROADCASTSS expc<>+52(SB), Y1; \
+	VXORPS       (DX), Y1, Y0; \
+	EXP8; \
+	VADDPS       Y9, Y3, Y3; \
+	VDIVPS       Y3, Y9, Y3
+
 // func expAVX2(dst, src *float32, n int)
 //
 // dst[i] = e^src[i] for i < n (a positive multiple of 8), with expAVX512's
@@ -138,6 +150,65 @@ loop:
 	EXP8
 	VMOVUPS Y3, (DI)
 	ADDQ    $32, SI
+	ADDQ    $32, DI
+	SUBQ    $8, CX
+	JNZ     loop
+	VZEROUPPER
+	RET
+
+// func mulSiluAVX2(dst, a, gate *float32, n int)
+//
+// dst[i] = a[i]·(g·σ(g)), g = gate[i], for i < n (a positive multiple of 8;
+// dst may be a or gate): MulSilu's Go loop over sigmoidBlock's σ, the same
+// operations in the same order (the products commute), so the same
+// float32s.
+TEXT ·mulSiluAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ gate+16(FP), DX
+	MOVQ n+24(FP), CX
+	EXPCONSTS8
+
+loop:
+	SIGMOIDNEG8
+	VMULPS  (DX), Y3, Y3    // g·σ
+	VMULPS  (SI), Y3, Y3    // a·(g·σ)
+	VMOVUPS Y3, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DX
+	ADDQ    $32, DI
+	SUBQ    $8, CX
+	JNZ     loop
+	VZEROUPPER
+	RET
+
+// func siluGradMulAVX2(dst, v, u, gate *float32, n int)
+//
+// dst[i] = (v[i]·u[i])·(σ + g·(σ − σ·σ)), g = gate[i], σ = σ(g), for i < n
+// (a positive multiple of 8; dst may be any operand): SiluGradMul's Go
+// loop, the same operations in the same order, each rounded (no FMA), so
+// the same float32s.
+TEXT ·siluGradMulAVX2(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ v+8(FP), SI
+	MOVQ u+16(FP), BX
+	MOVQ gate+24(FP), DX
+	MOVQ n+32(FP), CX
+	EXPCONSTS8
+
+loop:
+	SIGMOIDNEG8
+	VMULPS  Y3, Y3, Y1      // σ·σ
+	VSUBPS  Y1, Y3, Y1      // σ − σ·σ
+	VMULPS  (DX), Y1, Y1    // g·(σ − σ·σ)
+	VADDPS  Y3, Y1, Y1      // σ + g·(σ − σ·σ)
+	VMOVUPS (SI), Y2
+	VMULPS  (BX), Y2, Y2    // v·u
+	VMULPS  Y1, Y2, Y2
+	VMOVUPS Y2, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, BX
+	ADDQ    $32, DX
 	ADDQ    $32, DI
 	SUBQ    $8, CX
 	JNZ     loop

@@ -1,6 +1,7 @@
 package tensor
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -205,6 +206,74 @@ func TestMaxPaths(t *testing.T) {
 				if got := maxWith(y, lanes); got == got {
 					t.Fatalf("lanes %d, n=%d: NaN at %d: Max = %v", lanes, n, p, got)
 				}
+			}
+		}
+	}
+}
+
+// TestSiluKernels: mulSiluAVX2 and siluGradMulAVX2 (through mulSiluVec and
+// siluGradMulVec) give the Go loops' float32s bit for bit over σ from
+// every vector Exp kernel the CPU has (their values are the same), at odd
+// lengths and offsets, in place on every operand, with saturating, huge,
+// tiny, infinite and NaN gates.
+func TestSiluKernels(t *testing.T) {
+	if !hasAVX2 {
+		t.Skip("no AVX2 and FMA")
+	}
+	r := rand.New(rand.NewPCG(8, 3))
+	special := []float32{0, float32(math.Copysign(0, -1)), 1e-40, -1e-40, 17, -17, 88, -88, 89, -89, 104, -104, 200, -200,
+		math.MaxFloat32, -math.MaxFloat32, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())}
+	same := func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) || (a != a && b != b) }
+	for _, lanes := range vecPaths()[1:] {
+		for _, n := range []int{0, 1, 7, 8, 9, 15, 16, 17, 100, 255, 256, 257, 1000, 4099} {
+			v, u, g := make([]float32, n+1), make([]float32, n+1), make([]float32, n+1)
+			for i := range g {
+				v[i], u[i], g[i] = float32(r.NormFloat64()), float32(r.NormFloat64()), float32(r.NormFloat64()*4)
+				if i%13 == 5 {
+					g[i] = special[r.IntN(len(special))]
+				}
+				if i%29 == 3 {
+					v[i] = special[r.IntN(len(special))]
+				}
+			}
+			v, u, g = v[1:], u[1:], g[1:] // an odd offset
+			want, got := make([]float32, n), make([]float32, n)
+			check := func(what string) {
+				t.Helper()
+				for i := range n {
+					if !same(got[i], want[i]) {
+						t.Fatalf("lanes %d, n=%d, %s [%d] (g=%g): %g (%#x), want %g (%#x)", lanes, n, what, i, g[i], got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+					}
+				}
+			}
+			run := func(f func(d []float32) int, rest func(d []float32, k int)) {
+				k := f(got)
+				if k != n&^7 {
+					t.Fatalf("n=%d: the kernel did %d elements", n, k)
+				}
+				rest(got, k)
+			}
+			mulSiluGo(want, u, g, lanes)
+			run(func(d []float32) int { return mulSiluVec(d, u, g) }, func(d []float32, k int) { mulSiluGo(d[k:], u[k:], g[k:], lanes) })
+			check("MulSilu")
+			for _, alias := range []int{0, 1} { // dst = a, dst = g
+				a2, g2 := append([]float32(nil), u...), append([]float32(nil), g...)
+				d := [][]float32{a2, g2}[alias]
+				k := mulSiluVec(d, a2, g2)
+				mulSiluGo(d[k:], a2[k:], g2[k:], lanes)
+				copy(got, d)
+				check(fmt.Sprintf("MulSilu in place %d", alias))
+			}
+			siluGradMulGo(want, v, u, g, lanes)
+			run(func(d []float32) int { return siluGradMulVec(d, v, u, g) }, func(d []float32, k int) { siluGradMulGo(d[k:], v[k:], u[k:], g[k:], lanes) })
+			check("SiluGradMul")
+			for alias := range 3 { // dst = v, u, g
+				v2, u2, g2 := append([]float32(nil), v...), append([]float32(nil), u...), append([]float32(nil), g...)
+				d := [][]float32{v2, u2, g2}[alias]
+				k := siluGradMulVec(d, v2, u2, g2)
+				siluGradMulGo(d[k:], v2[k:], u2[k:], g2[k:], lanes)
+				copy(got, d)
+				check(fmt.Sprintf("SiluGradMul in place %d", alias))
 			}
 		}
 	}

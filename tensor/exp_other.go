@@ -16,3 +16,7 @@ func expWith(dst, x []float32, _ int) {
 		dst[i] = exp32(v)
 	}
 }
+
+// mulSiluVec and siluGradMulVec do nothing off amd64 (see exp_amd64.go).
+func mulSiluVec(d, a, g []float32) int        { return 0 }
+func siluGradMulVec(d, v, u, g []float32) int { return 0 }
