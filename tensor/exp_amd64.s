@@ -1,4 +1,5 @@
-// AVX-512 e^x for float32, 16 lanes at a time.
+// AVX-512 and AVX2 e^x for float32, 16 and 8 lanes at a time, and the
+// AVX2 SwiGLU kernels built on the 8-lane one.
 
 #include "textflag.h"
 
@@ -15,7 +16,8 @@ DATA expc<>+36(SB)/4, $0x3c088889 // 1/120
 DATA expc<>+40(SB)/4, $0x3ab60b61 // 1/720
 DATA expc<>+44(SB)/4, $0x39500d01 // 1/5040
 DATA expc<>+48(SB)/4, $0x42b20000 // 89: inputs above overflow to +Inf
-GLOBL expc<>(SB), RODATA|NOPTR, $52
+DATA expc<>+52(SB)/4, $0x80000000 // the sign bit (the AVX2 SiLU kernels negate g)
+GLOBL expc<>(SB), RODATA|NOPTR, $56
 
 // func expAVX512(dst, src *float32, n int)
 //
@@ -64,5 +66,151 @@ loop:
 	ADDQ          $64, DI
 	SUBQ          $16, CX
 	JNZ           loop
+	VZEROUPPER
+	RET
+
+// EXPCONSTS8 loads the constants of EXP8 into Y4–Y15.
+#define EXPCONSTS8 \
+	VBROADCASTSS expc<>+0(SB), Y4; \
+	VBROADCASTSS expc<>+4(SB), Y5; \
+	VBROADCASTSS expc<>+8(SB), Y6; \
+	VBROADCASTSS expc<>+48(SB), Y7; \
+	VBROADCASTSS expc<>+16(SB), Y8; \
+	VBROADCASTSS expc<>+20(SB), Y9; \
+	VBROADCASTSS expc<>+24(SB), Y10; \
+	VBROADCASTSS expc<>+28(SB), Y11; \
+	VBROADCASTSS expc<>+32(SB), Y12; \
+	VBROADCASTSS expc<>+36(SB), Y13; \
+	VBROADCASTSS expc<>+40(SB), Y14; \
+	VBROADCASTSS expc<>+44(SB), Y15
+
+// EXP8 sets Y3 = e^Y0 in 8 lanes (Y0–Y2 clobbered; constants in Y4–Y15,
+// Y9 = 1), expAVX512's algorithm and operations in its order (see
+// expAVX2): clamp to [−104, 89] with NaN kept (x is VMINPS/VMAXPS's second
+// operand), k = round(x·log2 e), r = x − k·ln2hi − k·ln2lo, p = 1 + r(1 +
+// r(1/2 + … r/5040)) by Horner FMAs, then p·2^k1·2^k2 (k1 = ⌊k/2⌋, k2 = k −
+// k1; each 2^kj = kj<<23 + the bits of 1.0).
+#define EXP8 \
+	VMINPS       Y0, Y7, Y0; \
+	VMAXPS       Y0, Y8, Y0; \
+	VMULPS       Y4, Y0, Y1; \
+	VROUNDPS     $0, Y1, Y1; \
+	VMOVAPS      Y0, Y2; \
+	VFNMADD231PS Y5, Y1, Y2; \
+	VFNMADD231PS Y6, Y1, Y2; \
+	VMOVAPS      Y15, Y3; \
+	VFMADD213PS  Y14, Y2, Y3; \
+	VFMADD213PS  Y13, Y2, Y3; \
+	VFMADD213PS  Y12, Y2, Y3; \
+	VFMADD213PS  Y11, Y2, Y3; \
+	VFMADD213PS  Y10, Y2, Y3; \
+	VFMADD213PS  Y9, Y2, Y3; \
+	VFMADD213PS  Y9, Y2, Y3; \
+	VCVTPS2DQ    Y1, Y1; \
+	VPSRAD       $1, Y1, Y0; \
+	VPSUBD       Y0, Y1, Y1; \
+	VPSLLD       $23, Y0, Y0; \
+	VPSLLD       $23, Y1, Y1; \
+	VPADDD       Y9, Y0, Y0; \
+	VPADDD       Y9, Y1, Y1; \
+	VMULPS       Y0, Y3, Y3; \
+	VMULPS       Y1, Y3, Y3
+
+// SIGMOIDNEG8 sets Y3 = σ(g) = 1/(1 + e^−g) for the 8 floats at (DX): −g
+// by flipping the sign bit (exact), e^−g by EXP8, then one correctly
+// rounded addition and division — SiLU's sigmoidBlock, value for value.
+#define SIGMOIDNEG8 \
+	VBROADCASTSS expc<>+52(SB), Y1; \
+	VXORPS       (DX), Y1, Y0; \
+	EXP8; \
+	VADDPS       Y9, Y3, Y3; \
+	VDIVPS       Y3, Y9, Y3
+
+// func expAVX2(dst, src *float32, n int)
+//
+// dst[i] = e^src[i] for i < n (a positive multiple of 8), with expAVX512's
+// algorithm and operations in the same order, 8 lanes at a time: the same
+// clamp, k = round(x·log2 e) (VROUNDPS $0 rounds as VRNDSCALEPS $0 does),
+// r and the degree-7 polynomial p by the same FMAs. AVX2 has no VSCALEFPS:
+// p·2^k is p·2^k1·2^k2 with k1 = ⌊k/2⌋ and k2 = k − k1, both in [−75, 64]
+// for k in [−150, 128], so 2^k1 and 2^k2 are normal floats built from their
+// exponent bits, p·2^k1 is exact and the second product rounds p·2^k once,
+// as VSCALEFPS does (overflow to +Inf and subnormal results included). The
+// result is expAVX512's bit for bit. A NaN lane converts k to 0x80000000,
+// whose halves give 2^k1 = 2^k2 = 1: the NaN p (x's, quieted) passes
+// through the products as it does through VSCALEFPS.
+TEXT ·expAVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	EXPCONSTS8
+
+loop:
+	VMOVUPS (SI), Y0
+	EXP8
+	VMOVUPS Y3, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	SUBQ    $8, CX
+	JNZ     loop
+	VZEROUPPER
+	RET
+
+// func mulSiluAVX2(dst, a, gate *float32, n int)
+//
+// dst[i] = a[i]·(g·σ(g)), g = gate[i], for i < n (a positive multiple of 8;
+// dst may be a or gate): MulSilu's Go loop over sigmoidBlock's σ, the same
+// operations in the same order (the products commute), so the same
+// float32s.
+TEXT ·mulSiluAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ gate+16(FP), DX
+	MOVQ n+24(FP), CX
+	EXPCONSTS8
+
+loop:
+	SIGMOIDNEG8
+	VMULPS  (DX), Y3, Y3    // g·σ
+	VMULPS  (SI), Y3, Y3    // a·(g·σ)
+	VMOVUPS Y3, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DX
+	ADDQ    $32, DI
+	SUBQ    $8, CX
+	JNZ     loop
+	VZEROUPPER
+	RET
+
+// func siluGradMulAVX2(dst, v, u, gate *float32, n int)
+//
+// dst[i] = (v[i]·u[i])·(σ + g·(σ − σ·σ)), g = gate[i], σ = σ(g), for i < n
+// (a positive multiple of 8; dst may be any operand): SiluGradMul's Go
+// loop, the same operations in the same order, each rounded (no FMA), so
+// the same float32s.
+TEXT ·siluGradMulAVX2(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ v+8(FP), SI
+	MOVQ u+16(FP), BX
+	MOVQ gate+24(FP), DX
+	MOVQ n+32(FP), CX
+	EXPCONSTS8
+
+loop:
+	SIGMOIDNEG8
+	VMULPS  Y3, Y3, Y1      // σ·σ
+	VSUBPS  Y1, Y3, Y1      // σ − σ·σ
+	VMULPS  (DX), Y1, Y1    // g·(σ − σ·σ)
+	VADDPS  Y3, Y1, Y1      // σ + g·(σ − σ·σ)
+	VMOVUPS (SI), Y2
+	VMULPS  (BX), Y2, Y2    // v·u
+	VMULPS  Y1, Y2, Y2
+	VMOVUPS Y2, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, BX
+	ADDQ    $32, DX
+	ADDQ    $32, DI
+	SUBQ    $8, CX
+	JNZ     loop
 	VZEROUPPER
 	RET

@@ -9,32 +9,48 @@ package tensor
 const swigluBlock = 256
 
 // sigmoidBlock writes s[i] = σ(g[i]) = 1 / (1 + e^−g[i]) (len(s) ≤
-// swigluBlock): 0 for g below about −88 (e^−g overflows to +Inf), 1 above
-// about 17.
-func sigmoidBlock(s, g []float32) {
+// swigluBlock) with the Exp kernel of width lanes (expWith): 0 for g below
+// about −88 (e^−g overflows to +Inf), 1 above about 17.
+func sigmoidBlock(s, g []float32, lanes int) {
 	g = g[:len(s)]
 	for i, v := range g {
 		s[i] = -v
 	}
-	Exp(s, s)
+	expWith(s, s, lanes)
 	for i, e := range s {
 		s[i] = 1 / (1 + e)
 	}
 }
 
-// MulSilu writes dst[i] = a[i] · silu(g[i]) = a[i] · g[i] · σ(g[i]) (dst
+// MulSilu writes dst[i] = a[i] · silu(g[i]) = a[i] · (g[i] · σ(g[i])) (dst
 // may be a or g): the SwiGLU forward (a = up) and its gradient with
-// respect to up (a = the output's gradient). Elements are split over up
-// to workers goroutines (≤ 0: GOMAXPROCS).
+// respect to up (a = the output's gradient). With AVX2 and FMA one pass of
+// mulSiluAVX2 (σ by expAVX2's exponential, then the same roundings as
+// below), else mulSiluGo; both give the same float32s. Elements are split
+// over up to workers goroutines (≤ 0: GOMAXPROCS).
 func MulSilu(dst, a, g []float32, workers int) {
 	checkLen("MulSilu: a", len(a), len(dst))
 	checkLen("MulSilu: g", len(g), len(dst))
-	sigmoidBlocks(len(dst), g, workers, func(b, e int, sb []float32) {
-		ab, gb, d := a[b:e], g[b:e], dst[b:e]
-		for i, sv := range sb {
-			d[i] = ab[i] * (gb[i] * sv)
-		}
+	swigluParallel(len(dst), workers, func(lo, hi int) {
+		d, ab, gb := dst[lo:hi], a[lo:hi], g[lo:hi]
+		n := mulSiluVec(d, ab, gb)
+		mulSiluGo(d[n:], ab[n:], gb[n:], expLanes)
 	})
+}
+
+// mulSiluGo is MulSilu on one goroutine, σ by sigmoidBlock (the Exp
+// kernel of width lanes) over blocks of swigluBlock elements.
+func mulSiluGo(d, a, g []float32, lanes int) {
+	var s [swigluBlock]float32
+	for b := 0; b < len(d); b += swigluBlock {
+		e := min(len(d), b+swigluBlock)
+		sb := s[:e-b]
+		sigmoidBlock(sb, g[b:e], lanes)
+		ab, gb, db := a[b:e], g[b:e], d[b:e]
+		for i, sv := range sb {
+			db[i] = ab[i] * (gb[i] * sv)
+		}
+	}
 }
 
 // SiluGradMul writes the SwiGLU gradient with respect to the gate,
@@ -42,32 +58,37 @@ func MulSilu(dst, a, g []float32, workers int) {
 //	dst[i] = v[i] · u[i] · silu′(g[i]),   silu′(g) = σ + g·(σ − σ²),
 //
 // for the output's gradient v and the up projection u (dst may be any
-// operand).
+// operand), as (v·u)·(σ + g·(σ − σ·σ)) with every operation rounded (no
+// FMA): siluGradMulAVX2 with AVX2 and FMA, else siluGradMulGo, the same
+// float32s.
 func SiluGradMul(dst, v, u, g []float32, workers int) {
 	checkLen("SiluGradMul: v", len(v), len(dst))
 	checkLen("SiluGradMul: u", len(u), len(dst))
 	checkLen("SiluGradMul: g", len(g), len(dst))
-	sigmoidBlocks(len(dst), g, workers, func(b, e int, sb []float32) {
-		vb, ub, gb, d := v[b:e], u[b:e], g[b:e], dst[b:e]
-		for i, sv := range sb {
-			d[i] = (vb[i] * ub[i]) * (sv + gb[i]*(sv-sv*sv))
-		}
+	swigluParallel(len(dst), workers, func(lo, hi int) {
+		d, vb, ub, gb := dst[lo:hi], v[lo:hi], u[lo:hi], g[lo:hi]
+		n := siluGradMulVec(d, vb, ub, gb)
+		siluGradMulGo(d[n:], vb[n:], ub[n:], gb[n:], expLanes)
 	})
 }
 
-// sigmoidBlocks calls fn(b, e, σ(g[b:e])) for blocks [b, e) of at most
-// swigluBlock elements covering [0, n), split over up to workers
-// goroutines by swigluParallel.
-func sigmoidBlocks(n int, g []float32, workers int, fn func(b, e int, s []float32)) {
-	swigluParallel(n, workers, func(lo, hi int) {
-		var s [swigluBlock]float32
-		for b := lo; b < hi; b += swigluBlock {
-			e := min(hi, b+swigluBlock)
-			sb := s[:e-b]
-			sigmoidBlock(sb, g[b:e])
-			fn(b, e, sb)
+// siluGradMulGo is SiluGradMul on one goroutine, σ by sigmoidBlock (the
+// Exp kernel of width lanes). The explicit conversions round each product
+// (Go may otherwise fuse a product and a sum into an FMA, as GOAMD64=v3
+// builds do), so the values do not depend on the build.
+func siluGradMulGo(d, v, u, g []float32, lanes int) {
+	var s [swigluBlock]float32
+	for b := 0; b < len(d); b += swigluBlock {
+		e := min(len(d), b+swigluBlock)
+		sb := s[:e-b]
+		sigmoidBlock(sb, g[b:e], lanes)
+		vb, ub, gb, db := v[b:e], u[b:e], g[b:e], d[b:e]
+		for i, sv := range sb {
+			sq := float32(sv * sv)
+			t := float32(gb[i] * (sv - sq))
+			db[i] = (vb[i] * ub[i]) * (sv + t)
 		}
-	})
+	}
 }
 
 // swigluParallel runs fn over [0, n) in ranges aligned to swigluBlock, on

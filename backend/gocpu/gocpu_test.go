@@ -847,6 +847,9 @@ func TestElementwiseMatchesPlain(t *testing.T) {
 		{"mul-weight", [][]int{{2, 3, 33}, {1, 1, 33}}, bin(graph.Mul)},
 		{"mul-outer", [][]int{{5, 1, 7}, {1, 6, 1}}, bin(graph.Mul)},
 		{"mul-scalar", [][]int{{5, 9}, {}}, bin(graph.Mul)},
+		{"mul-scalar-rev", [][]int{{}, {5, 9}}, bin(graph.Mul)},          // sv: the scalar on the left
+		{"mul-row-rev", [][]int{{4, 6, 1}, {4, 6, 300}}, bin(graph.Mul)}, // sv per row
+		{"add-row-rev", [][]int{{4, 6, 1}, {4, 6, 300}}, bin(graph.Add)},
 		{"add-big", [][]int{{256, 1024}, {256, 1024}}, bin(graph.Add)},
 		{"sub-mid", [][]int{{3, 1, 4, 5}, {3, 6, 4, 5}}, bin(graph.Sub)},
 		{"exp", [][]int{{1000, 70}}, func(in []*graph.Node) *graph.Node { return graph.Exp(in[0]) }},
