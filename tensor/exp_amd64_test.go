@@ -20,30 +20,6 @@ func vecPaths() []int {
 	return p
 }
 
-// fma32 is a·b + c rounded once to float32 (round to nearest even), as
-// VFMADD rounds it: a·b is exact in float64, the sum s and its error e
-// (TwoSum) are exact together, and float32(s) is the rounding of s + e
-// unless s lies exactly halfway between two float32s, where e decides.
-// Normal float32 operands and results only (the kernel's intermediates).
-func fma32(a, b, c float32) float32 {
-	p, cd := float64(a)*float64(b), float64(c)
-	s := p + cd
-	bb := s - p
-	e := (p - (s - bb)) + (cd - bb)
-	r := float32(s)
-	if e == 0 || float64(r) == s {
-		return r
-	}
-	o := math.Nextafter32(r, float32(math.Copysign(math.Inf(1), s-float64(r))))
-	if s-float64(r) != float64(o)-s { // not a tie: float32(s) is right
-		return r
-	}
-	if (e > 0) == (o > r) {
-		return o
-	}
-	return r
-}
-
 // expKernelModel is the float32 that expAVX512 and expAVX2 compute for x,
 // operation by operation in Go: clamp to [−104, 89] (NaN kept), k =
 // round(x·log2 e) to nearest even, r by two FMAs, the degree-7 polynomial

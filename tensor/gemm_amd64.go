@@ -65,7 +65,12 @@ func gemmAsmSets() []*gemmKernelSet {
 			},
 			// The dot kernels of the vector index (kernels_amd64.s): one
 			// 8-lane accumulator per (row, column) pair folded by HSUM,
-			// as sgemv8AVX2 folds it.
+			// as sgemv8AVX2 folds it. dotAlign is 16 as with AVX-512, so
+			// that the same shapes take the dot path on both (k = 8, say
+			// the head dimension of a tiny BERT, stays on the packed
+			// path: an embedding must not depend on the batch it is in,
+			// and batching changes which products have k-contiguous
+			// operands).
 			dot4x4: func(k int, a []float32, lda int, w []float32, ldw int, out *[16]float32) {
 				_, _ = a[3*lda+k-1], w[3*ldw+k-1]
 				dot3x4AVX2(&a[0], lda, &w[0], ldw, k, &out[0])
@@ -76,7 +81,7 @@ func gemmAsmSets() []*gemmKernelSet {
 				dot1x4AVX2(&a[0], &w[0], ldw, k, &out[0])
 				dot1x4AVX2(&a[0], &w[4*ldw], ldw, k, &out[4])
 			},
-			dotAlign:  8,
+			dotAlign:  16,
 			transpose: transposeAVX2,
 			peak:      func(n int) { fmaPeakAVX2(n) },
 			peakFlops: 12 * 8 * 2,

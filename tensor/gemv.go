@@ -31,17 +31,17 @@ import (
 //
 // Order of the sums: for j below N rounded down to 8, lane l of y[j]'s
 // accumulator adds the terms p ≡ l (mod V) of the first K rounded down to
-// V in order, the lanes are folded as the GEMM's dot kernels fold them, and
-// the last K mod V terms are added one by one; the last N mod 8 rows are
+// 16 in order, the lanes are folded as the GEMM's dot kernels fold them, and
+// the last K mod 16 terms are added one by one; the last N mod 8 rows are
 // Dot of the (converted) row. These are exactly the operations of Gemm's
 // small-M dot path (M ≤ 16, k-contiguous operands) on the same CPU, so for
-// K ≥ V GemvT and Gemm give bit-identical results and decoding through
+// K ≥ 16 GemvT and Gemm give bit-identical results and decoding through
 // either yields the same logits. Without AVX2 (or off amd64) each row is
 // Dot of the (converted) row.
 
 // gemvKernelSet holds the 8-row kernels: out[j] = Σ_{p<k} x[p]·w[j·ldw+p]
-// for j < 8 (k a positive multiple of align, the lanes of an
-// accumulator), prefetching pf bytes ahead of each row.
+// for j < 8 (k a positive multiple of align, which is the GEMM's
+// dotAlign), prefetching pf bytes ahead of each row.
 type gemvKernelSet struct {
 	name  string
 	align int

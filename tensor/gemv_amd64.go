@@ -37,7 +37,7 @@ func gemvAsm() *gemvKernelSet {
 	case cpu.X86.HasAVX2 && cpu.X86.HasFMA:
 		return &gemvKernelSet{
 			name:  "avx2",
-			align: 8,
+			align: 16, // the AVX2 GEMM's dotAlign
 			f32: func(k int, x, w []float32, ldw, pf int, out *[8]float32) {
 				_ = w[7*ldw+k-1]
 				sgemv8AVX2(k, &x[0], &w[0], ldw, pf, &out[0])
