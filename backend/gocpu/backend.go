@@ -29,6 +29,9 @@ type Backend struct {
 	workers int
 	// plain routes every op to simplego (for comparisons and tests).
 	plain bool
+	// noFuse turns off the loop fusion of elementwise chains
+	// (fuse_elementwise.go; for comparisons and tests).
+	noFuse bool
 	// prof, when set, times every op (see Profile).
 	prof *profiler
 }
@@ -53,6 +56,8 @@ func New(config string) (backends.Backend, error) {
 			b.workers = n
 		case "nofast":
 			b.plain = true
+		case "nofuse":
+			b.noFuse = true
 		case "profile":
 			if value != "" && value != "shapes" {
 				return nil, fmt.Errorf("%s backend: profile=%q: want profile or profile=shapes", BackendName, value)

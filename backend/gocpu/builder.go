@@ -77,6 +77,11 @@ type node struct {
 	dotAxes     [4][]int
 	perm        []int
 	sliceStarts []int
+	// ew marks a float32 elementwise op that may join a fused group, and
+	// execN executes such a group, which may have several results
+	// (fuse_elementwise.go).
+	ew    *ewSpec
+	execN multiFn
 }
 
 func newBuilder(be *Backend, name string) *Builder {

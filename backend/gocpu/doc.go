@@ -37,7 +37,11 @@
 //     straight-through term x − StopGradient(x), which this backend
 //     drops (so p + (x − x) is p even where x is not finite). Identity,
 //     a Transpose by the identity permutation and a Reshape to the same
-//     shape return their operand.
+//     shape return their operand;
+//   - chains of the float32 elementwise ops above over one shape (with
+//     1-element operands), such as an optimizer's update, fused at Compile
+//     into one pass over tiles of 4096 elements that writes only the
+//     values read outside the chain (fuse_elementwise.go; bit-identical).
 //
 // Everything else runs on simplego. GoMLX v0.26's simplego has no hook for
 // replacing an op, so this backend wraps it at the API level. Its Builder
@@ -62,7 +66,8 @@
 //
 // Configuration (GOMLX_BACKEND=gocpu:<config>): comma-separated options;
 // "workers=N" bounds the goroutines of the kernels (default GOMAXPROCS),
-// "nofast" runs every op on simplego (for comparisons); "profile" runs each
+// "nofast" runs every op on simplego (for comparisons), "nofuse" turns
+// off the fusion of elementwise chains; "profile" runs each
 // delegated op as its own segment and accumulates wall time per op kind
 // (Backend.Profile; cas bench cpu --profile prints it), "profile=shapes"
 // per op kind and output size; any other option is passed to simplego

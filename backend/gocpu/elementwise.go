@@ -343,7 +343,11 @@ func (b *Builder) binary(op backends.OpType, lhs, rhs backends.Op, replay func(s
 		plan.run(be, k, dst, av, bv)
 		return buf, consumed, nil
 	}
-	return b.addShadowNode(&node{kind: kindCustom, opType: op, inputs: vs, exec: exec}, so)
+	n := &node{kind: kindCustom, opType: op, inputs: vs, exec: exec}
+	if ewOperand(vs[0].shape, out) && ewOperand(vs[1].shape, out) {
+		n.ew = &ewSpec{binary: &k}
+	}
+	return b.addShadowNode(n, so)
 }
 
 // addShadowNode adds n whose single result is the shadow op so.
@@ -434,7 +438,7 @@ func (b *Builder) unary(op backends.OpType, x backends.Op, kernel func(dst, x []
 		})
 		return buf, consumed, nil
 	}
-	return b.addShadowNode(&node{kind: kindCustom, opType: op, inputs: vs, exec: exec}, so)
+	return b.addShadowNode(&node{kind: kindCustom, opType: op, inputs: vs, exec: exec, ew: &ewSpec{unary: kernel}}, so)
 }
 
 // Exp implements backends.Builder.

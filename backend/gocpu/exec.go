@@ -39,7 +39,8 @@ var _ backends.Executable = (*Executable)(nil)
 
 type step struct {
 	seg      backends.Executable // a segment, or
-	custom   customFn            // a custom op
+	custom   customFn            // a custom op, or
+	multi    multiFn             // a fused op with several results
 	name     string
 	in, out  []int // slots
 	distinct bool  // every input slot appears once in in
@@ -97,6 +98,13 @@ func (b *Builder) plan(outs []*value) (*Executable, error) {
 			if !live[in.node.seq] {
 				stack = append(stack, in.node)
 			}
+		}
+	}
+	if b.fuseElementwise(live, outs) { // b.nodes now holds only live nodes
+		nn = len(b.nodes)
+		live = make([]bool, nn)
+		for i := range live {
+			live[i] = true
 		}
 	}
 
@@ -201,7 +209,11 @@ func (b *Builder) plan(outs []*value) (*Executable, error) {
 		}
 		for _, n := range byStage[s] {
 			if n.kind == kindCustom {
-				st := step{custom: n.exec, name: n.opType.String(), out: []int{n.outs[0].id}, elems: n.outs[0].shape.Size()}
+				st := step{custom: n.exec, multi: n.execN, name: n.opType.String()}
+				for _, v := range n.outs {
+					st.out = append(st.out, v.id)
+					st.elems += v.shape.Size()
+				}
 				if n.label != "" {
 					st.name = n.label
 				}
@@ -440,6 +452,7 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, _ backends
 		}
 		var outs []backends.Buffer
 		consumed := -1
+		var consumedN []bool // multi
 		var err error
 		var t0 time.Time
 		if be.prof != nil {
@@ -447,6 +460,8 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, _ backends
 		}
 		if st.seg != nil {
 			outs, err = st.seg.Execute(in, give, 0)
+		} else if st.multi != nil {
+			outs, consumedN, err = st.multi(be, in, give)
 		} else {
 			single[0], consumed, err = st.custom(be, in, give)
 			outs = single[:]
@@ -467,7 +482,7 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, _ backends
 				continue // an input slot listed twice counts once
 			}
 			remaining[s]--
-			handedOver := (st.seg != nil && give[j]) || consumed == j
+			handedOver := (st.seg != nil && give[j]) || consumed == j || (consumedN != nil && consumedN[j])
 			if handedOver {
 				vals[s], owned[s] = nil, false
 				continue
