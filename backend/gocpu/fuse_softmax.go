@@ -119,10 +119,11 @@ func lastAxisReduction(v *value, op backends.OpType) *value {
 	return x
 }
 
-// keptShape reports whether s is x's shape with a last axis of 1.
+// keptShape reports whether s is x's shape with a last axis of 1 (never
+// for a scalar x, which has no last axis).
 func keptShape(s, x shapes.Shape) bool {
 	r := x.Rank()
-	return s.Rank() == r && s.DType == x.DType && slices.Equal(s.Dimensions[:r-1], x.Dimensions[:r-1]) && s.Dimensions[r-1] == 1
+	return r > 0 && s.Rank() == r && s.DType == x.DType && slices.Equal(s.Dimensions[:r-1], x.Dimensions[:r-1]) && s.Dimensions[r-1] == 1
 }
 
 // softmaxInput returns x when num / den is graph.Softmax(x, -1) (nil

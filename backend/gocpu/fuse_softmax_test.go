@@ -155,3 +155,23 @@ func assertRelNear(t *testing.T, name string, got, want []float64, tol float64) 
 		}
 	}
 }
+
+// TestFuseRankZero: products and quotients of scalars, one of them a sum
+// with no axes, are not softmax patterns (the matchers once indexed the
+// last axis of a rank-0 shape and panicked).
+func TestFuseRankZero(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 9))
+	x := randTensor(r, dtypes.Float32)
+	fn := func(in []*graph.Node) []*graph.Node {
+		s := graph.ReduceSum(in[0])
+		return []*graph.Node{graph.Mul(s, in[0]), graph.Div(graph.Exp(in[0]), s), graph.Sub(in[0], graph.Mul(s, in[0]))}
+	}
+	got, want, _, _ := runFastPlain(t, &planRecorder{Backend: fastOnce().(*Backend)}, fn, fn, x)
+	for o := range want {
+		for i := range want[o] {
+			if got[o][i] != want[o][i] {
+				t.Fatalf("output %d [%d] = %g, want %g", o, i, got[o][i], want[o][i])
+			}
+		}
+	}
+}
