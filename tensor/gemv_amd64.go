@@ -18,35 +18,32 @@ func sgemv8AVX2(k int, x, w *float32, ldw, pf int, out *float32)
 func bgemv8AVX2(k int, x *float32, w *uint16, ldw, pf int, out *float32)
 
 // gemvAsm returns the AVX-512 GEMV kernels, else the AVX2 ones, or nil
-// without AVX2 and FMA.
+// without AVX2 and FMA. Both sets take k in multiples of 16, the GEMM's
+// dotAlign on both.
 func gemvAsm() *gemvKernelSet {
 	switch {
 	case cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL:
-		return &gemvKernelSet{
-			name:  "avx512",
-			align: 16,
-			f32: func(k int, x, w []float32, ldw, pf int, out *[8]float32) {
-				_ = w[7*ldw+k-1]
-				sgemv8AVX512(k, &x[0], &w[0], ldw, pf, &out[0])
-			},
-			bf16: func(k int, x []float32, w []uint16, ldw, pf int, out *[8]float32) {
-				_ = w[7*ldw+k-1]
-				bgemv8AVX512(k, &x[0], &w[0], ldw, pf, &out[0])
-			},
-		}
+		return gemvAsmSet("avx512", sgemv8AVX512, bgemv8AVX512)
 	case cpu.X86.HasAVX2 && cpu.X86.HasFMA:
-		return &gemvKernelSet{
-			name:  "avx2",
-			align: 16, // the AVX2 GEMM's dotAlign
-			f32: func(k int, x, w []float32, ldw, pf int, out *[8]float32) {
-				_ = w[7*ldw+k-1]
-				sgemv8AVX2(k, &x[0], &w[0], ldw, pf, &out[0])
-			},
-			bf16: func(k int, x []float32, w []uint16, ldw, pf int, out *[8]float32) {
-				_ = w[7*ldw+k-1]
-				bgemv8AVX2(k, &x[0], &w[0], ldw, pf, &out[0])
-			},
-		}
+		return gemvAsmSet("avx2", sgemv8AVX2, bgemv8AVX2)
 	}
 	return nil
+}
+
+// gemvAsmSet wraps a pair of 8-row assembly kernels (bounds checked once
+// per call, on the last weight read).
+func gemvAsmSet(name string, f32 func(k int, x, w *float32, ldw, pf int, out *float32),
+	bf16 func(k int, x *float32, w *uint16, ldw, pf int, out *float32)) *gemvKernelSet {
+	return &gemvKernelSet{
+		name:  name,
+		align: 16,
+		f32: func(k int, x, w []float32, ldw, pf int, out *[8]float32) {
+			_ = w[7*ldw+k-1]
+			f32(k, &x[0], &w[0], ldw, pf, &out[0])
+		},
+		bf16: func(k int, x []float32, w []uint16, ldw, pf int, out *[8]float32) {
+			_ = w[7*ldw+k-1]
+			bf16(k, &x[0], &w[0], ldw, pf, &out[0])
+		},
+	}
 }
