@@ -21,20 +21,18 @@ var hasAVX512 = cpu.X86.HasAVX512F
 // Exp and Max kernels that run where AVX-512 is missing.
 var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
-// expLanes is the width of the Exp kernel chosen once from the CPU: 16
-// (expAVX512), 8 (expAVX2), or 0 (none: the scalar exp32).
-var expLanes = vecLanes(hasAVX512, hasAVX2)
-
-// vecLanes is the kernel width for the given features: 16, 8 or 0.
-func vecLanes(avx512, avx2 bool) int {
+// expLanes is the width of the Exp and Max kernels, chosen once from the
+// CPU: 16 (expAVX512, maxAVX512), 8 (expAVX2, maxAVX2), or 0 (none: the
+// scalar exp32 and maxGo).
+var expLanes = func() int {
 	switch {
-	case avx512:
+	case hasAVX512:
 		return 16
-	case avx2:
+	case hasAVX2:
 		return 8
 	}
 	return 0
-}
+}()
 
 // Exp writes dst[i] = e^x[i] (dst may be x; x at least as long as dst)
 // with the vector kernel of the CPU, expAVX512 (16 lanes) or expAVX2 (8

@@ -3,22 +3,8 @@ package tensor
 import (
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"testing"
 )
-
-// benchCPU runs f b.N times on a locked thread and reports the thread CPU
-// time per element of the n it handles.
-func benchCPU(b *testing.B, n int, f func()) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	f()
-	t0 := threadCPU()
-	for b.Loop() {
-		f()
-	}
-	b.ReportMetric((threadCPU()-t0)/float64(b.N)/float64(n)*1e9, "cpu-ns/elem")
-}
 
 // BenchmarkExpCPUTime times Exp's paths over a 4,096-float block (L1) and
 // a 16,384-float logits row, in CPU time of the running thread (which

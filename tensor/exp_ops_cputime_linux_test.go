@@ -39,15 +39,19 @@ func BenchmarkExpOpsCPUTime(b *testing.B) {
 		{"ExpShiftScaleRows", len(x), func() { ExpShiftScaleRows(e, x, l, gs, vocab, 1) }},
 		{"SoftmaxRows", len(sc), func() { SoftmaxRows(p, sc, 256, 1) }},
 	} {
-		b.Run(c.name, func(b *testing.B) {
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			c.f()
-			t0 := threadCPU()
-			for b.Loop() {
-				c.f()
-			}
-			b.ReportMetric((threadCPU()-t0)/float64(b.N)/float64(c.n)*1e9, "cpu-ns/elem")
-		})
+		b.Run(c.name, func(b *testing.B) { benchCPU(b, c.n, c.f) })
 	}
+}
+
+// benchCPU runs f b.N times on a locked thread and reports the thread CPU
+// time per element of the n it handles.
+func benchCPU(b *testing.B, n int, f func()) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	f()
+	t0 := threadCPU()
+	for b.Loop() {
+		f()
+	}
+	b.ReportMetric((threadCPU()-t0)/float64(b.N)/float64(n)*1e9, "cpu-ns/elem")
 }

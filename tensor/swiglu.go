@@ -38,19 +38,15 @@ func MulSilu(dst, a, g []float32, workers int) {
 	})
 }
 
-// mulSiluGo is MulSilu on one goroutine, σ by sigmoidBlock (the Exp
-// kernel of width lanes) over blocks of swigluBlock elements.
+// mulSiluGo is MulSilu on one goroutine (σ by the Exp kernel of width
+// lanes).
 func mulSiluGo(d, a, g []float32, lanes int) {
-	var s [swigluBlock]float32
-	for b := 0; b < len(d); b += swigluBlock {
-		e := min(len(d), b+swigluBlock)
-		sb := s[:e-b]
-		sigmoidBlock(sb, g[b:e], lanes)
+	sigmoidBlocks(g[:len(d)], lanes, func(b, e int, sb []float32) {
 		ab, gb, db := a[b:e], g[b:e], d[b:e]
 		for i, sv := range sb {
 			db[i] = ab[i] * (gb[i] * sv)
 		}
-	}
+	})
 }
 
 // SiluGradMul writes the SwiGLU gradient with respect to the gate,
@@ -77,17 +73,26 @@ func SiluGradMul(dst, v, u, g []float32, workers int) {
 // (Go may otherwise fuse a product and a sum into an FMA, as GOAMD64=v3
 // builds do), so the values do not depend on the build.
 func siluGradMulGo(d, v, u, g []float32, lanes int) {
-	var s [swigluBlock]float32
-	for b := 0; b < len(d); b += swigluBlock {
-		e := min(len(d), b+swigluBlock)
-		sb := s[:e-b]
-		sigmoidBlock(sb, g[b:e], lanes)
+	sigmoidBlocks(g[:len(d)], lanes, func(b, e int, sb []float32) {
 		vb, ub, gb, db := v[b:e], u[b:e], g[b:e], d[b:e]
 		for i, sv := range sb {
 			sq := float32(sv * sv)
 			t := float32(gb[i] * (sv - sq))
 			db[i] = (vb[i] * ub[i]) * (sv + t)
 		}
+	})
+}
+
+// sigmoidBlocks calls fn(b, e, σ(g[b:e])) for blocks [b, e) of at most
+// swigluBlock elements covering g, σ by sigmoidBlock (the Exp kernel of
+// width lanes).
+func sigmoidBlocks(g []float32, lanes int, fn func(b, e int, s []float32)) {
+	var s [swigluBlock]float32
+	for b := 0; b < len(g); b += swigluBlock {
+		e := min(len(g), b+swigluBlock)
+		sb := s[:e-b]
+		sigmoidBlock(sb, g[b:e], lanes)
+		fn(b, e, sb)
 	}
 }
 

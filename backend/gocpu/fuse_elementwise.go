@@ -1,6 +1,7 @@
 package gocpu
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/gomlx/gomlx/backends"
@@ -91,20 +92,12 @@ func (b *Builder) fuseElementwise(live []bool, outs []*value) bool {
 
 	group := make([]int, len(nodes))
 	var groups [][]int // member positions, ascending
-	inAny := func(g int, gs []int) bool {
-		for _, x := range gs {
-			if x == g {
-				return true
-			}
-		}
-		return false
-	}
 	// canJoin: no node outside gs ∪ {i} placed before i reads a member.
 	canJoin := func(gs []int, i int) bool {
 		for _, g := range gs {
 			for _, m := range groups[g] {
 				for _, c := range consumers[m] {
-					if c != i && c < i && !inAny(group[c], gs) {
+					if c != i && c < i && !slices.Contains(gs, group[c]) {
 						return false
 					}
 				}
@@ -122,7 +115,7 @@ func (b *Builder) fuseElementwise(live []bool, outs []*value) bool {
 		var cands []int
 		for _, in := range n.inputs {
 			p := pos[in.node]
-			if g := group[p]; g >= 0 && in.shape.Equal(shape) && !inAny(g, cands) {
+			if g := group[p]; g >= 0 && in.shape.Equal(shape) && !slices.Contains(cands, g) {
 				cands = append(cands, g)
 			}
 		}
@@ -146,7 +139,7 @@ func (b *Builder) fuseElementwise(live []bool, outs []*value) bool {
 				groups[g] = nil
 			}
 			groups[into] = append(groups[into], i)
-			sortInts(groups[into])
+			slices.Sort(groups[into])
 			group[i] = into
 			joined, fused = true, true
 			break
@@ -177,14 +170,6 @@ func (b *Builder) fuseElementwise(live []bool, outs []*value) bool {
 	}
 	b.nodes = out
 	return true
-}
-
-func sortInts(x []int) {
-	for i := 1; i < len(x); i++ {
-		for j := i; j > 0 && x[j] < x[j-1]; j-- {
-			x[j], x[j-1] = x[j-1], x[j]
-		}
-	}
 }
 
 // ewRef locates an operand or result within a tile: an input of the fused
@@ -269,7 +254,7 @@ func newFusedNode(nodes []*node, ms []int, group []int, consumers [][]int, isOut
 	}
 	var free []int
 	var outProducer []int
-	bufOf := map[int]int{} // step → its tile buffer
+	var owner []int // tile buffer → the step whose value it holds (-1: free)
 	for s, m := range ms {
 		n := nodes[m]
 		names = append(names, n.opType.String())
@@ -292,20 +277,23 @@ func newFusedNode(nodes []*node, ms []int, group []int, consumers [][]int, isOut
 			} else {
 				bi = f.nBuf
 				f.nBuf++
+				owner = append(owner, -1)
 			}
 			st.dst = ewRef{kind: refBuf, i: bi}
-			bufOf[s] = bi
 		}
 		// Then free the buffers whose last reader is this step: the
 		// result never shares a tile buffer with an operand (vek's
 		// in-place kernels refuse x ⊕ x into x).
 		for _, r := range []ewRef{st.a, st.b} {
 			if r.kind == refBuf {
-				if src := ownerOf(bufOf, r.i); src >= 0 && src != s && lastUse[src] == s {
+				if src := owner[r.i]; src >= 0 && lastUse[src] == s {
 					free = append(free, r.i)
-					delete(bufOf, src)
+					owner[r.i] = -1
 				}
 			}
+		}
+		if st.dst.kind == refBuf {
+			owner[st.dst.i] = s
 		}
 		f.steps = append(f.steps, st)
 		member[n.outs[0]] = s
@@ -325,16 +313,6 @@ func newFusedNode(nodes []*node, ms []int, group []int, consumers [][]int, isOut
 	return fn
 }
 
-// ownerOf returns the step whose value lives in tile buffer bi (-1: none).
-func ownerOf(bufOf map[int]int, bi int) int {
-	for s, b := range bufOf {
-		if b == bi {
-			return s
-		}
-	}
-	return -1
-}
-
 // exec runs the group: outputs go to owned inputs of their shape where the
 // plan allows it, else to new buffers.
 func (f *fusedEW) exec(be *Backend, in []backends.Buffer, owned []bool) ([]backends.Buffer, []bool, error) {
@@ -349,28 +327,21 @@ func (f *fusedEW) exec(be *Backend, in []backends.Buffer, owned []bool) ([]backe
 	outs := make([]backends.Buffer, f.nOut)
 	dsts := make([][]float32, f.nOut)
 	consumed := make([]bool, len(in))
+	free := slices.Clone(owned) // owned inputs not yet holding an output
 	for k := range outs {
-		for _, j := range f.cands[k] {
-			if owned[j] && !consumed[j] {
-				if s, err := be.BufferShape(in[j]); err == nil && s.Equal(f.shape) {
-					outs[k], dsts[k], consumed[j] = in[j], ins[j], true
-					break
-				}
-			}
-		}
-		if outs[k] != nil {
-			continue
-		}
-		buf, flat, err := be.NewSharedBuffer(0, f.shape)
+		buf, flat, j, err := outputFor(be, in, free, f.shape, f.cands[k]...)
 		if err != nil {
 			for k2 := range k {
-				if !isInput(outs[k2], in) {
+				if !slices.Contains(in, outs[k2]) {
 					be.BufferFinalize(outs[k2])
 				}
 			}
 			return nil, nil, err
 		}
-		outs[k], dsts[k] = buf, flat.([]float32)
+		if j >= 0 {
+			free[j], consumed[j] = false, true
+		}
+		outs[k], dsts[k] = buf, flat
 	}
 	n := f.shape.Size()
 	if n == 0 {
@@ -388,15 +359,6 @@ func (f *fusedEW) exec(be *Backend, in []backends.Buffer, owned []bool) ([]backe
 		}
 	})
 	return outs, consumed, nil
-}
-
-func isInput(b backends.Buffer, in []backends.Buffer) bool {
-	for _, x := range in {
-		if x == b {
-			return true
-		}
-	}
-	return false
 }
 
 // runTile computes elements [lo, hi) of every step.
