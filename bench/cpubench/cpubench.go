@@ -518,13 +518,16 @@ func modelFigures(cfg *qwen.Config, be backends.Backend, opt *Options, forward, 
 		ids[i], mask[i] = int32(rng.IntN(cfg.VocabSize)), 1
 	}
 	if forward {
-		// Mean over Steps passes after one warm-up, as the peer does.
-		if _, err := m.Logits(ids, mask, opt.Batch, opt.SeqLen); err != nil {
+		// Mean over Steps passes after one warm-up, as the peer does,
+		// the logits written to one buffer (the peer's come back as a
+		// tensor, not copied out).
+		logits := make([]float32, tokens*cfg.VocabSize)
+		if err := m.LogitsInto(logits, ids, mask, opt.Batch, opt.SeqLen); err != nil {
 			return fmt.Errorf("forward: %w", err)
 		}
 		t0 := time.Now()
 		for range opt.Steps {
-			if _, err := m.Logits(ids, mask, opt.Batch, opt.SeqLen); err != nil {
+			if err := m.LogitsInto(logits, ids, mask, opt.Batch, opt.SeqLen); err != nil {
 				return fmt.Errorf("forward: %w", err)
 			}
 		}

@@ -3,6 +3,7 @@ package qwen
 import (
 	"math"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -87,6 +88,53 @@ func TestGoldenLogits(t *testing.T) {
 			t.Logf("%s: max |Δlogit| = %.3g, max |logit| = %.3g, ratio %.3g", name, maxErr, maxAbs, maxErr/maxAbs)
 			if maxErr > 1e-4*maxAbs {
 				t.Errorf("max |Δlogit| = %g > 1e-4 · %g", maxErr, maxAbs)
+			}
+		})
+	}
+}
+
+// TestLogitsInto checks that LogitsInto overwrites a reused buffer with
+// exactly Logits' values and rejects a buffer of the wrong length or a bad
+// batch without touching it.
+func TestLogitsInto(t *testing.T) {
+	g := loadGolden(t, goldenModels[0])
+	want, err := g.model.Logits(g.ids, g.mask, g.batch, g.seqLen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := make([]float32, len(want))
+	for round := range 2 {
+		for i := range dst {
+			dst[i] = float32(math.NaN())
+		}
+		if err := g.model.LogitsInto(dst, g.ids, g.mask, g.batch, g.seqLen); err != nil {
+			t.Fatal(err)
+		}
+		for i := range want {
+			if math.Float32bits(dst[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("round %d: logit %d = %g, Logits gave %g", round, i, dst[i], want[i])
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name         string
+		n, batch, sl int
+		wantErr      string
+	}{
+		{"short buffer", len(want) - 1, g.batch, g.seqLen, "output buffer holds"},
+		{"long buffer", len(want) + 1, g.batch, g.seqLen, "output buffer holds"},
+		{"zero batch", len(want), 0, g.seqLen, "want 0×"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			buf := make([]float32, tc.n)
+			err := g.model.LogitsInto(buf, g.ids, g.mask, tc.batch, tc.sl)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
+			}
+			for i, v := range buf {
+				if v != 0 {
+					t.Fatalf("buffer written at %d on error", i)
+				}
 			}
 		})
 	}

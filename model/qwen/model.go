@@ -297,22 +297,41 @@ func (m *Model) initExecs() error {
 
 // Logits runs the full forward pass for ids and mask, both [batch, seqLen]
 // row-major (mask 1 for real tokens, left or right padding), and returns the
-// logits [batch, seqLen, vocab] row-major.
+// logits [batch, seqLen, vocab] row-major in a new slice.
 func (m *Model) Logits(ids, mask []int32, batch, seqLen int) ([]float32, error) {
+	if batch <= 0 || seqLen <= 0 {
+		return nil, fmt.Errorf("logits: want a positive batch and length, got %d×%d", batch, seqLen)
+	}
+	out := make([]float32, batch*seqLen*m.Config.VocabSize)
+	if err := m.LogitsInto(out, ids, mask, batch, seqLen); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// LogitsInto is Logits writing into dst (length batch·seqLen·vocab), so
+// that a caller running many passes reuses one buffer: on the CPU backend
+// the logits are read straight from the executor's output (no
+// intermediate copy), and a reused dst is not faulted in afresh each pass
+// (a 8×256×16384 float32 result is 134 MB).
+func (m *Model) LogitsInto(dst []float32, ids, mask []int32, batch, seqLen int) error {
 	if batch <= 0 || seqLen <= 0 || len(ids) != batch*seqLen || len(mask) != batch*seqLen {
-		return nil, fmt.Errorf("logits: want %d×%d ids and mask, got %d and %d", batch, seqLen, len(ids), len(mask))
+		return fmt.Errorf("logits: want %d×%d ids and mask, got %d and %d", batch, seqLen, len(ids), len(mask))
+	}
+	if want := batch * seqLen * m.Config.VocabSize; len(dst) != want {
+		return fmt.Errorf("logits: output buffer holds %d floats, want %d×%d×%d = %d", len(dst), batch, seqLen, m.Config.VocabSize, want)
 	}
 	if err := m.checkIDs(ids); err != nil {
-		return nil, fmt.Errorf("logits: %w", err)
+		return fmt.Errorf("logits: %w", err)
 	}
 	out, err := m.logitsExec.Exec1(
 		tensors.FromFlatDataAndDimensions(ids, batch, seqLen),
 		tensors.FromFlatDataAndDimensions(mask, batch, seqLen))
 	if err != nil {
-		return nil, fmt.Errorf("logits: %w", err)
+		return fmt.Errorf("logits: %w", err)
 	}
 	defer out.FinalizeAll()
-	return tensors.CopyFlatData[float32](out)
+	return tensors.ConstFlatData(out, func(flat []float32) { copy(dst, flat) })
 }
 
 // checkIDs rejects token ids outside the vocabulary (Gather would clamp
