@@ -13,6 +13,9 @@ func sgemm12x32AVX512(k int, a, b *float32, ldb int, c *float32, ldc int, acc bo
 func sgemm6x16AVX2(k int, a, b *float32, ldb int, c *float32, ldc int, acc bool)
 
 //go:noescape
+func packRunsAVX2(src *float32, ps int, dst *float32, kc, panels, w int)
+
+//go:noescape
 func transpose8AVX2(src *float32, lds int, dst *float32, ldd, k, rows int)
 
 //go:noescape
@@ -83,6 +86,7 @@ func gemmAsmSets() []*gemmKernelSet {
 			},
 			dotAlign:  16,
 			transpose: transposeAVX2,
+			packRuns:  packRunsAVX2Go,
 			peak:      func(n int) { fmaPeakAVX2(n) },
 			peakFlops: 12 * 8 * 2,
 		})
@@ -99,4 +103,16 @@ func transposeAVX2(src []float32, lds int, dst []float32, ldd, k, rows int) {
 	for r0 := 0; r0 < rows; r0 += 8 {
 		transpose8AVX2(&src[r0*lds], lds, &dst[r0], ldd, k, min(8, rows-r0))
 	}
+}
+
+// packRunsAVX2Go is the AVX2 set's packRuns (the contract in
+// gemmKernelSet): w is 6 or 16.
+func packRunsAVX2Go(dst, src []float32, ps, kc, panels, w int) bool {
+	if w != 6 && w != 16 {
+		return false
+	}
+	_ = src[(kc-1)*ps+panels*w-1]
+	_ = dst[panels*kc*w-1]
+	packRunsAVX2(&src[0], ps, &dst[0], kc, panels, w)
+	return true
 }
