@@ -599,10 +599,10 @@ func packPanels(dst []float32, op *Operand, base, rs, ps, rows, kc, w int, tmp [
 		// 16) are copied as fixed-size arrays: copy() of a few dozen
 		// bytes calls runtime.memmove once per panel row, which halved the
 		// rate of the output layer's weight gradient (TN, 16384 rows).
-		// The AVX2 set moves them in assembly instead (packRuns: blocks
-		// of 8 depth steps, each panel's runs written contiguously; 3–6×
-		// fewer CPU-ns per element than packDepthRuns on the 25M model's
-		// weight gradients, whose Go copies also go through memmove).
+		// The assembly sets move them with packRuns instead (blocks of 8
+		// depth steps, each panel's runs written contiguously; on Zen 3
+		// 3–6× fewer CPU-ns per element than packDepthRuns on the 25M
+		// model's weight gradients, whose Go copies go through memmove).
 		if ks.packRuns == nil || !ks.packRuns(dst, op.F32[base:], ps, kc, full/w, w) {
 			packDepthRuns(dst, op.F32, base, ps, full, kc, w)
 		}
@@ -635,7 +635,7 @@ func packPanels(dst []float32, op *Operand, base, rs, ps, rows, kc, w int, tmp [
 // packDepthRuns is packPanels' depth-contiguous case for panels of w rows:
 // dst[q0·kc + p·w + r] = src[base + p·ps + q0 + r] for p < kc and
 // q0 + r < full (a multiple of w), runs of the kernel sets' widths moved as
-// fixed-size arrays.
+// fixed-size arrays: the Go set's packing and the reference of packRuns.
 func packDepthRuns(dst, src []float32, base, ps, full, kc, w int) {
 	for p := range kc {
 		s := src[base+p*ps : base+p*ps+full]

@@ -187,20 +187,14 @@ func TestPackPanelsFastMatchesSlow(t *testing.T) {
 	}
 }
 
-// TestPackRunsAVX2 checks the AVX2 set's packRuns against packDepthRuns
+// TestPackRunsAVX2 checks the kernel sets' packRuns against packDepthRuns
 // (the plain-Go reference) bit for bit, NaN and Inf included, over odd
 // depths, panel counts and source strides, and that it writes nothing
 // past the panels (nor accepts another width).
 func TestPackRunsAVX2(t *testing.T) {
 	skipNoAVX2(t)
-	var ks *gemmKernelSet
-	for _, s := range gemmAsmSets() {
-		if s.name == "avx2" {
-			ks = s
-		}
-	}
 	r := rand.New(rand.NewPCG(3, 14))
-	for _, w := range []int{6, 16} {
+	for _, w := range []int{6, 12, 16, 32} {
 		for _, kc := range []int{1, 7, 8, 9, 15, 16, 17, 100, 256} {
 			for _, panels := range []int{1, 2, 3, 7, 17} {
 				for _, extra := range []int{0, 1, 5, 100} {
@@ -216,7 +210,7 @@ func TestPackRunsAVX2(t *testing.T) {
 						got[i] = float32(i)
 					}
 					packDepthRuns(want, src, 0, ps, panels*w, kc, w)
-					if !ks.packRuns(got, src, ps, kc, panels, w) {
+					if !packRunsAVX2Go(got, src, ps, kc, panels, w) {
 						t.Fatalf("w %d: packRuns declined", w)
 					}
 					for i := range want {
@@ -228,7 +222,7 @@ func TestPackRunsAVX2(t *testing.T) {
 			}
 		}
 	}
-	if ks.packRuns(make([]float32, 64), make([]float32, 64), 8, 1, 1, 8) {
+	if packRunsAVX2Go(make([]float32, 64), make([]float32, 64), 8, 1, 1, 8) {
 		t.Fatal("packRuns accepted w = 8")
 	}
 }
