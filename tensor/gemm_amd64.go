@@ -13,6 +13,9 @@ func sgemm12x32AVX512(k int, a, b *float32, ldb int, c *float32, ldc int, acc bo
 func sgemm6x16AVX2(k int, a, b *float32, ldb int, c *float32, ldc int, acc bool)
 
 //go:noescape
+func packRunsAVX2(src *float32, ps int, dst *float32, kc, panels, w int)
+
+//go:noescape
 func transpose8AVX2(src *float32, lds int, dst *float32, ldd, k, rows int)
 
 //go:noescape
@@ -34,7 +37,7 @@ func fmaPeakAVX2(n int) float32
 func gemmAsmSets() []*gemmKernelSet {
 	var sets []*gemmKernelSet
 	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL {
-		sets = append(sets, &gemmKernelSet{
+		set := &gemmKernelSet{
 			name: "avx512",
 			mr:   12, nr: 32,
 			micro: func(k int, a, b []float32, ldb int, c []float32, ldc int, acc bool) {
@@ -54,7 +57,14 @@ func gemmAsmSets() []*gemmKernelSet {
 			},
 			peak:      func(n int) { fmaPeakAVX512(n) },
 			peakFlops: 24 * 16 * 2,
-		})
+		}
+		if cpu.X86.HasAVX2 {
+			// The AVX2 copies serve the 12- and 32-wide panels too (not
+			// measured on an AVX-512 machine; tested against
+			// packDepthRuns on any AVX2 one, TestPackRunsAVX2).
+			set.packRuns = packRunsAVX2Go
+		}
+		sets = append(sets, set)
 	}
 	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
 		sets = append(sets, &gemmKernelSet{
@@ -83,6 +93,7 @@ func gemmAsmSets() []*gemmKernelSet {
 			},
 			dotAlign:  16,
 			transpose: transposeAVX2,
+			packRuns:  packRunsAVX2Go,
 			peak:      func(n int) { fmaPeakAVX2(n) },
 			peakFlops: 12 * 8 * 2,
 		})
@@ -99,4 +110,16 @@ func transposeAVX2(src []float32, lds int, dst []float32, ldd, k, rows int) {
 	for r0 := 0; r0 < rows; r0 += 8 {
 		transpose8AVX2(&src[r0*lds], lds, &dst[r0], ldd, k, min(8, rows-r0))
 	}
+}
+
+// packRunsAVX2Go is the packRuns of both sets (the contract in
+// gemmKernelSet): w is 6, 12, 16 or 32 (their mr and nr).
+func packRunsAVX2Go(dst, src []float32, ps, kc, panels, w int) bool {
+	if w != 6 && w != 12 && w != 16 && w != 32 {
+		return false
+	}
+	_ = src[(kc-1)*ps+panels*w-1]
+	_ = dst[panels*kc*w-1]
+	packRunsAVX2(&src[0], ps, &dst[0], kc, panels, w)
+	return true
 }

@@ -1104,3 +1104,81 @@ loaded:
 	JNZ     looptr
 	VZEROUPPER
 	RET
+
+// func packRunsAVX2(src *float32, ps int, dst *float32, kc, panels, w int)
+//
+// Packs depth-contiguous runs into panels of w rows, w being 6, 12, 16 or
+// 32 (the mr and nr of the AVX2 and AVX-512 sets; it uses AVX2 only):
+// dst[q·kc·w + p·w + r] = src[p·ps + q·w + r] for q < panels, p < kc (≥ 1),
+// r < w. The depth is taken in blocks of PACKRUNS_PB steps; for each block
+// every panel in turn gets its PACKRUNS_PB runs, written one after the
+// other (PACKRUNS_PB·w contiguous floats), while the block's source rows
+// are read sequentially, one stream per row. Writing one step of every
+// panel at a time instead (a pass per source row, as packDepthRuns) scatters
+// the writes kc·w floats apart, onto few L1 sets (AVX2 B panels: 16 KiB
+// apart, one set); packing a whole panel at a time reads kc rows a stride
+// apart per panel, which thrashes the TLB and, at strides of a multiple of
+// 4 KiB (the output layer's 16384 rows), the cache sets.
+#define PACKRUNS_PB 8
+
+TEXT ·packRunsAVX2(SB), NOSPLIT, $0-48
+
+// PACKRUNS is the loop nest for one width: MOVE copies one run from (R9)
+// to (CX), BYTES is its length.
+#define PACKRUNS(block, panel, run, MOVE, BYTES) \
+block:                                  \
+	MOVQ    $PACKRUNS_PB, AX;       \
+	CMPQ    R13, AX;                \
+	CMOVQLT R13, AX;                \
+	MOVQ    SI, R11;                \
+	MOVQ    DI, R14;                \
+	MOVQ    panels+32(FP), DX;      \
+panel:                                  \
+	MOVQ    R11, R9;                \
+	MOVQ    R14, CX;                \
+	MOVQ    AX, R8;                 \
+run:                                    \
+	MOVE;                           \
+	ADDQ    BX, R9;                 \
+	ADDQ    $BYTES, CX;             \
+	DECQ    R8;                     \
+	JNZ     run;                    \
+	ADDQ    R10, R11;               \
+	ADDQ    R12, R14;               \
+	DECQ    DX;                     \
+	JNZ     panel;                  \
+	ADDQ    R15, SI;                \
+	ADDQ    $(PACKRUNS_PB*BYTES), DI; \
+	SUBQ    $PACKRUNS_PB, R13;      \
+	JGT     block;                  \
+	VZEROUPPER;                     \
+	RET
+#define MOVE6 VMOVUPS (R9), X0; MOVQ 16(R9), X1; VMOVUPS X0, (CX); MOVQ X1, 16(CX)
+#define MOVE12 VMOVUPS (R9), Y0; VMOVUPS 32(R9), X1; VMOVUPS Y0, (CX); VMOVUPS X1, 32(CX)
+#define MOVE16 VMOVUPS (R9), Y0; VMOVUPS 32(R9), Y1; VMOVUPS Y0, (CX); VMOVUPS Y1, 32(CX)
+#define MOVE32 VMOVUPS (R9), Y0; VMOVUPS 32(R9), Y1; VMOVUPS 64(R9), Y2; VMOVUPS 96(R9), Y3; VMOVUPS Y0, (CX); VMOVUPS Y1, 32(CX); VMOVUPS Y2, 64(CX); VMOVUPS Y3, 96(CX)
+
+	MOVQ    src+0(FP), SI
+	MOVQ    ps+8(FP), BX
+	SHLQ    $2, BX
+	MOVQ    dst+16(FP), DI
+	MOVQ    kc+24(FP), DX
+	MOVQ    w+40(FP), R9
+	LEAQ    (R9*4), R10      // source step from one panel to the next
+	MOVQ    DX, R12
+	IMULQ   R10, R12         // destination step: kc·w floats
+	MOVQ    BX, R15
+	SHLQ    $3, R15          // source step of a depth block: PACKRUNS_PB (8) · ps
+	MOVQ    DX, R13          // depth steps left
+	CMPQ    R9, $16
+	JEQ     block16
+	CMPQ    R9, $6
+	JEQ     block6
+	CMPQ    R9, $32
+	JEQ     block32
+	JMP     block12
+
+PACKRUNS(block16, panel16, run16, MOVE16, 64)
+PACKRUNS(block6, panel6, run6, MOVE6, 24)
+PACKRUNS(block32, panel32, run32, MOVE32, 128)
+PACKRUNS(block12, panel12, run12, MOVE12, 48)

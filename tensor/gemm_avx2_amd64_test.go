@@ -186,3 +186,43 @@ func TestPackPanelsFastMatchesSlow(t *testing.T) {
 		}
 	}
 }
+
+// TestPackRunsAVX2 checks the kernel sets' packRuns against packDepthRuns
+// (the plain-Go reference) bit for bit, NaN and Inf included, over odd
+// depths, panel counts and source strides, and that it writes nothing
+// past the panels (nor accepts another width).
+func TestPackRunsAVX2(t *testing.T) {
+	skipNoAVX2(t)
+	r := rand.New(rand.NewPCG(3, 14))
+	for _, w := range []int{6, 12, 16, 32} {
+		for _, kc := range []int{1, 7, 8, 9, 15, 16, 17, 100, 256} {
+			for _, panels := range []int{1, 2, 3, 7, 17} {
+				for _, extra := range []int{0, 1, 5, 100} {
+					ps := panels*w + extra
+					src := randF32(r, (kc-1)*ps+panels*w)
+					src[r.IntN(len(src))] = float32(math.NaN())
+					src[r.IntN(len(src))] = float32(math.Inf(-1))
+					n := panels * kc * w
+					want := make([]float32, n+8)
+					got := make([]float32, n+8)
+					for i := range want {
+						want[i] = float32(i)
+						got[i] = float32(i)
+					}
+					packDepthRuns(want, src, 0, ps, panels*w, kc, w)
+					if !packRunsAVX2Go(got, src, ps, kc, panels, w) {
+						t.Fatalf("w %d: packRuns declined", w)
+					}
+					for i := range want {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("w %d kc %d panels %d ps %d: dst[%d] = %v, want %v", w, kc, panels, ps, i, got[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+	if packRunsAVX2Go(make([]float32, 64), make([]float32, 64), 8, 1, 1, 8) {
+		t.Fatal("packRuns accepted w = 8")
+	}
+}

@@ -153,3 +153,57 @@ func BenchmarkGemmLMHeadGrad(b *testing.B) {
 	}
 	reportGFLOPS(b, 2*float64(v)*h*t)
 }
+
+// gemmModelShape is one product of the 25M model's training step (batch
+// 8 × 256 tokens, hidden 512, MLP 1408, vocabulary 16384) with gocpu's
+// operand strides: A(i, p) at i·ars + p·acs, B(p, j) at p·brs + j·bcs.
+type gemmModelShape struct {
+	name               string
+	m, n, k            int
+	ars, acs, brs, bcs int
+}
+
+// gemmModelShapes are the products of the 25M training step that take
+// most of its GEMM time: the output layer's forward, weight gradient and
+// input gradient, the weight gradients of the MLP, attention and k/v
+// projections (A depth-major: activations contracted over their token
+// axis), and the forward x·Wᵀ and input-gradient dY·W of the MLP.
+var gemmModelShapes = []gemmModelShape{
+	{"lm-fwd", 2048, 16384, 512, 512, 1, 1, 512},
+	{"lm-dW", 16384, 512, 2048, 1, 16384, 512, 1},
+	{"lm-dX", 2048, 512, 16384, 16384, 1, 512, 1},
+	{"mlp-dW1", 1408, 512, 2048, 1, 1408, 512, 1},
+	{"mlp-dW2", 512, 1408, 2048, 1, 512, 1408, 1},
+	{"attn-dW", 512, 512, 2048, 1, 512, 512, 1},
+	{"kv-dW", 128, 512, 2048, 1, 128, 512, 1},
+	{"mlp-fwd-up", 2048, 1408, 512, 512, 1, 1, 512},
+	{"mlp-fwd-down", 2048, 512, 1408, 1408, 1, 1, 1408},
+	{"mlp-dX", 2048, 512, 1408, 1408, 1, 512, 1},
+}
+
+// gemm returns the product of the shape over fresh random operands.
+func (s gemmModelShape) gemm(r *rand.Rand, workers int) Gemm {
+	return Gemm{Batch: 1, M: s.m, N: s.n, K: s.k,
+		A:       Operand{F32: randF32(r, s.m*s.k), RowStride: s.ars, ColStride: s.acs},
+		B:       Operand{F32: randF32(r, s.k*s.n), RowStride: s.brs, ColStride: s.bcs},
+		Workers: workers}
+}
+
+// BenchmarkGemmModel is gemmModelShapes on 2 workers in wall time (see
+// BenchmarkGemmModelCPUTime for one worker in thread CPU time).
+//
+//	go test -run '^$' -bench GemmModel/ ./tensor/
+func BenchmarkGemmModel(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 11))
+	for _, s := range gemmModelShapes {
+		b.Run(s.name, func(b *testing.B) {
+			g := s.gemm(r, 2)
+			out := make([]float32, s.m*s.n)
+			g.mustRun(out)
+			for b.Loop() {
+				g.mustRun(out)
+			}
+			reportGFLOPS(b, 2*float64(s.m)*float64(s.n)*float64(s.k))
+		})
+	}
+}

@@ -181,3 +181,26 @@ func BenchmarkGemmWorkersCPUTime(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGemmModelCPUTime is gemmModelShapes (the 25M training step's
+// products in gocpu's layouts) on one worker in thread CPU time: GFLOP per
+// CPU-second, to compare with BenchmarkGemmCPUTime's 1024³.
+//
+//	go test -run '^$' -bench GemmModelCPUTime ./tensor/
+func BenchmarkGemmModelCPUTime(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 12))
+	for _, s := range gemmModelShapes {
+		b.Run(s.name, func(b *testing.B) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			g := s.gemm(r, 1)
+			out := make([]float32, s.m*s.n)
+			g.mustRun(out)
+			t0 := threadCPU()
+			for b.Loop() {
+				g.mustRun(out)
+			}
+			b.ReportMetric(2*float64(s.m*s.n*s.k)*float64(b.N)/(threadCPU()-t0)/1e9, "GFLOP/cpu-s")
+		})
+	}
+}

@@ -2,6 +2,7 @@ package tensor
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 )
@@ -50,6 +51,42 @@ func TestPackPanelsDepthRuns(t *testing.T) {
 			for i := range want {
 				if got[i] != want[i] {
 					t.Fatalf("w %d rows %d: element %d is %v, want %v", w, rows, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+// TestGemmPackRunsBitIdentical: with every kernel set that has packRuns,
+// products with depth-contiguous operands (A stored [K, M], B [K, N], as
+// the weight gradients read them) give bit-identical results with
+// packRuns and with packDepthRuns (the set's packRuns removed), on odd
+// shapes, one and two workers, with accumulation, and on the 25M model's
+// attention weight-gradient shape.
+func TestGemmPackRunsBitIdentical(t *testing.T) {
+	r := rand.New(rand.NewPCG(10, 23))
+	shapes := [][3]int{{1, 1, 1}, {7, 9, 17}, {15, 16, 100}, {100, 17, 1000}, {6, 16, 257}, {1000, 33, 300}, {512, 512, 2048}}
+	for _, ks := range gemmSets() {
+		if ks.packRuns == nil {
+			continue
+		}
+		plain := *ks
+		plain.packRuns = nil
+		for _, s := range shapes {
+			m, n, k := s[0], s[1], s[2]
+			for _, workers := range []int{1, 2} {
+				for _, acc := range []bool{false, true} {
+					g := Gemm{Batch: 1, M: m, N: n, K: k, A: layout(r, "col", 1, m, k), B: layout(r, "row", 1, k, n),
+						Workers: workers, Accumulate: acc}
+					want := randF32(r, m*n)
+					got := append([]float32(nil), want...)
+					g.run(want, &plain)
+					g.run(got, ks)
+					for i := range want {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%s %dx%dx%d workers %d acc %v: out[%d] = %v, want %v", ks.name, m, n, k, workers, acc, i, got[i], want[i])
+						}
+					}
 				}
 			}
 		}
