@@ -1,10 +1,6 @@
 package tensor
 
-import (
-	"fmt"
-	"sync"
-	"sync/atomic"
-)
+import "fmt"
 
 // Matrix-vector products (GEMV) of batch-1 decoding: one activation row x
 // against a weight matrix W in the [out, in] layout of a Hugging Face
@@ -92,9 +88,11 @@ func gemvCheck(what string, ny, nx, nw, n, k, ldw int) {
 }
 
 // gemvSplit runs rows [0, n) in chunks of a multiple of 8 rows (about
-// gemvChunkBytes of weights each) taken in turn by up to workers
-// goroutines, the calling one among them: a core slowed down by another
-// process takes fewer chunks instead of holding the others up at the end.
+// gemvChunkBytes of weights each) taken in turn by the calling goroutine
+// and up to workers-1 helpers of the spin pool (poolFor: no goroutine is
+// started or woken from sleep between the products of a decode step): a
+// core slowed down by another process takes fewer chunks instead of
+// holding the others up at the end.
 func gemvSplit(n, rowBytes, workers int, rows func(lo, hi int)) {
 	if n == 0 {
 		return
@@ -109,22 +107,7 @@ func gemvSplit(n, rowBytes, workers int, rows func(lo, hi int)) {
 		rows(0, n)
 		return
 	}
-	var next atomic.Int64
-	work := func() {
-		for {
-			c := int(next.Add(1)) - 1
-			if c >= chunks {
-				return
-			}
-			rows(c*chunk, min(n, (c+1)*chunk))
-		}
-	}
-	var wg sync.WaitGroup
-	for range w - 1 {
-		wg.Go(work)
-	}
-	work()
-	wg.Wait()
+	poolFor(chunks, w, func(c int) { rows(c*chunk, min(n, (c+1)*chunk)) })
 }
 
 // gemvChunkBytes is the weight size of one chunk of gemvSplit: long enough
