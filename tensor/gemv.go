@@ -1,10 +1,6 @@
 package tensor
 
-import (
-	"fmt"
-	"sync"
-	"sync/atomic"
-)
+import "fmt"
 
 // Matrix-vector products (GEMV) of batch-1 decoding: one activation row x
 // against a weight matrix W in the [out, in] layout of a Hugging Face
@@ -19,16 +15,15 @@ import (
 //
 // Every weight is read once and used once, so the product runs at the speed
 // the weights arrive from memory (the streaming bound of a decode step),
-// not at the FMA rate: BenchmarkGemv measured the float32 product of the
-// 4M and 25M models' weights at 0.95–1.13 times the speed of vek32.Sum
-// over the same weights, and the bfloat16 one at 1.7–1.9 times (2 threads,
-// load 12–14). The kernels take 8 rows at a time, one accumulator of V
-// lanes each (V = 16 with AVX-512, 8 with AVX2), and prefetch the same lines
-// of the next 8 rows while they read these (no difference from no prefetch
-// showed through that load); rows are split into chunks of about 128 KiB of
-// weights that the workers take in turn (both cores of a small machine
-// stream at once).
-//
+// not at the FMA rate. The kernels take 8 rows at a time, one accumulator
+// of V lanes each (V = 16 with AVX-512, 8 with AVX2); gemvRows hands them
+// rows a stretch apart, so that memory is read as 8 ascending streams
+// (BenchmarkGemvKernel, one core of the AVX2 VM: float32 1.26–1.29 times
+// the bytes per second of vek32.Sum, bfloat16 1.14–1.24; 8 adjacent rows
+// had reached 0.83–0.88 and 0.66–0.67). Rows are split into chunks of
+// about 128 KiB of weights that the calling goroutine and the spin pool's
+// helpers take in turn (both cores of a small machine stream at once).
+
 // Order of the sums: for j below N rounded down to 8, lane l of y[j]'s
 // accumulator adds the terms p ≡ l (mod V) of the first K rounded down to
 // 16 in order, the lanes are folded as the GEMM's dot kernels fold them, and
@@ -92,9 +87,11 @@ func gemvCheck(what string, ny, nx, nw, n, k, ldw int) {
 }
 
 // gemvSplit runs rows [0, n) in chunks of a multiple of 8 rows (about
-// gemvChunkBytes of weights each) taken in turn by up to workers
-// goroutines, the calling one among them: a core slowed down by another
-// process takes fewer chunks instead of holding the others up at the end.
+// gemvChunkBytes of weights each) taken in turn by the calling goroutine
+// and up to workers-1 helpers of the spin pool (poolFor: no goroutine is
+// started or woken from sleep between the products of a decode step): a
+// core slowed down by another process takes fewer chunks instead of
+// holding the others up at the end.
 func gemvSplit(n, rowBytes, workers int, rows func(lo, hi int)) {
 	if n == 0 {
 		return
@@ -109,22 +106,7 @@ func gemvSplit(n, rowBytes, workers int, rows func(lo, hi int)) {
 		rows(0, n)
 		return
 	}
-	var next atomic.Int64
-	work := func() {
-		for {
-			c := int(next.Add(1)) - 1
-			if c >= chunks {
-				return
-			}
-			rows(c*chunk, min(n, (c+1)*chunk))
-		}
-	}
-	var wg sync.WaitGroup
-	for range w - 1 {
-		wg.Go(work)
-	}
-	work()
-	wg.Wait()
+	poolFor(chunks, w, func(c int) { rows(c*chunk, min(n, (c+1)*chunk)) })
 }
 
 // gemvChunkBytes is the weight size of one chunk of gemvSplit: long enough
@@ -147,7 +129,7 @@ func gemvRowsF32(ks *gemvKernelSet, y, x, w []float32, lo, hi, k, ldw int, acc b
 	if ks != nil {
 		kern = ks.f32
 	}
-	gemvRows(ks, kern, tailDotGemm, func(x, row []float32) float32 { return Dot(x, row) }, 4, y, x, w, lo, hi, k, ldw, acc)
+	gemvRows(ks, kern, tailDotGemm, func(x, row []float32) float32 { return Dot(x, row) }, y, x, w, lo, hi, k, ldw, acc)
 }
 
 // gemvRowsBF16 computes rows [lo, hi) of GemvTBF16 with the kernels of ks
@@ -163,32 +145,46 @@ func gemvRowsBF16(ks *gemvKernelSet, y, x []float32, w []uint16, lo, hi, k, ldw 
 		DecodeBF16(conv, row)
 		return Dot(x, conv)
 	}
-	gemvRows(ks, kern, tailDotBF16, dot, 2, y, x, w, lo, hi, k, ldw, acc)
+	gemvRows(ks, kern, tailDotBF16, dot, y, x, w, lo, hi, k, ldw, acc)
 }
 
-// gemvRows computes rows [lo, hi): 8 rows at a time with kern, one of
-// the kernels of ks (when ks is not nil), over the first K rounded down to
-// ks.align terms plus tail over the rest, the last rows by dot of the
-// whole row. size is the bytes of one weight.
+// gemvRows computes rows [lo, hi) (lo a multiple of 8): the first hi−lo
+// rounded down to 8 with kern, one of the kernels of ks (when ks is not
+// nil), over the first K rounded down to ks.align terms plus tail over the
+// rest; the last rows by dot of the whole row.
+//
+// The kernel's 8 rows need not be adjacent, and they are not: of the m
+// kernel rows, call i takes rows lo+i, lo+i+m/8, …, lo+i+7m/8, so that the
+// weights are read as 8 ascending streams of m/8 whole rows each. Eight
+// adjacent rows read side by side, 64 bytes from each per step, kept one
+// core at 0.65–0.75 of a sequential read (vek32.Sum) of the same weights
+// however they were prefetched; 8 separate streams reach 1.0–1.2 (f32)
+// and 1.0–1.1 of its bytes (bf16, where the adjacent rows reached 0.55),
+// BenchmarkGemvKernel. The hardware prefetchers follow the streams, so the
+// kernels are given pf = 0 (their prefetch falls on the line they read).
+// Each row's sums are the kernel's whatever rows share its call, so the
+// order changes no result.
 func gemvRows[T float32 | uint16](ks *gemvKernelSet, kern func(int, []float32, []T, int, int, *[8]float32), tail, dot func([]float32, []T) float32,
-	size int, y, x []float32, w []T, lo, hi, k, ldw int, acc bool) {
+	y, x []float32, w []T, lo, hi, k, ldw int, acc bool) {
 	x = x[:k]
 	j := lo
 	if ks != nil && kern != nil && k >= ks.align {
 		ka := k / ks.align * ks.align
 		var t [8]float32
-		pf := 8 * ldw * size
-		for ; j+8 <= hi; j += 8 {
-			wj := w[j*ldw:]
-			if ka == k && !acc { // the kernel's sums are the results
-				kern(ka, x, wj, ldw, pf, (*[8]float32)(y[j:j+8]))
-				continue
-			}
-			kern(ka, x, wj, ldw, pf, &t)
+		m := (hi - lo) &^ 7
+		q := m / 8 // rows per stream
+		for i := range q {
+			kern(ka, x, w[(lo+i)*ldw:], q*ldw, 0, &t)
 			for r := range 8 {
-				gemvPut(&y[j+r], t[r]+tail(x[ka:], wj[r*ldw+ka:]), acc)
+				jr := lo + i + r*q
+				if ka == k && !acc { // the kernel's sums are the results
+					y[jr] = t[r]
+					continue
+				}
+				gemvPut(&y[jr], t[r]+tail(x[ka:], w[jr*ldw+ka:]), acc)
 			}
 		}
+		j = lo + m
 	}
 	for ; j < hi; j++ {
 		gemvPut(&y[j], dot(x, w[j*ldw:j*ldw+k]), acc)
