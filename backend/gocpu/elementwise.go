@@ -579,6 +579,10 @@ func (b *Builder) reduce(op backends.OpType, x backends.Op, axes []int, replay f
 		}
 		dst := flat.([]float32)
 		p := plan
+		if !isMax && p.inner > 1 {
+			reduceSumCols(be, dst, xv, p)
+			return buf, -1, nil
+		}
 		be.forRange(p.outer, p.red*p.inner, func(lo, hi int) {
 			for o := lo; o < hi; o++ {
 				src := xv[o*p.red*p.inner : (o+1)*p.red*p.inner]
@@ -614,6 +618,28 @@ func (b *Builder) reduce(op backends.OpType, x backends.Op, axes []int, replay f
 		return buf, -1, nil
 	}
 	return b.addShadowNode(&node{kind: kindCustom, opType: op, inputs: vs, exec: exec, reduceAxes: red}, so)
+}
+
+// reduceSumCols runs a ReduceSum whose plan keeps inner axes (inner > 1):
+// for each outer index o, the column sums of the [red, inner] matrix at
+// o·red·inner (tensor.ColSum, each column in row order from +0, as the
+// scalar loop it replaced: bit-identical). The work is split over outer
+// indices and, when those are fewer than the workers can share (a sum
+// over the leading axes, such as a norm weight's gradient), over blocks
+// of columns too.
+func reduceSumCols(be *Backend, dst, x []float32, p *reducePlan) {
+	cw := p.inner // columns per work item
+	if w := be.Workers(); p.outer < 4*w && p.inner >= 64 && p.outer*p.red*p.inner >= parallelMin {
+		cw = min(p.inner, (p.inner/(2*w)+31)&^31)
+	}
+	nc := (p.inner + cw - 1) / cw
+	be.forRange(p.outer*nc, p.red*cw, func(lo, hi int) {
+		for it := lo; it < hi; it++ {
+			o, c0 := it/nc, it%nc*cw
+			c1 := min(p.inner, c0+cw)
+			tensor.ColSum(dst[o*p.inner+c0:o*p.inner+c1], x[o*p.red*p.inner+c0:(o+1)*p.red*p.inner], p.red, p.inner)
+		}
+	})
 }
 
 // sumRun adds x with eight interleaved partial sums.
