@@ -154,14 +154,9 @@ var binaryKernels = map[backends.OpType]binaryKernel{
 		sv: commutedSV(vekVS(vek32.MulNumber_Into, vek32.MulNumber_Inplace)),
 	},
 	backends.OpTypeDiv: {
-		vv: divVV, // AVX-512 VDIVPS: vek's kernels multiply by an approximate reciprocal
+		vv: divVV, // VDIVPS (AVX-512 or AVX2): vek's kernels multiply by an approximate reciprocal
 		vs: divVS,
-		sv: func(d []float32, s float32, b []float32) {
-			b = b[:len(d)]
-			for i := range d {
-				d[i] = s / b[i]
-			}
-		},
+		sv: divSV,
 	},
 }
 
