@@ -1,6 +1,7 @@
 package gocpu
 
 import (
+	"maps"
 	"math"
 	"slices"
 
@@ -132,7 +133,19 @@ func commutedSV(vs func(d, a []float32, s float32)) func(d []float32, s float32,
 	return func(d []float32, s float32, b []float32) { vs(d, b, s) }
 }
 
-var binaryKernels = map[backends.OpType]binaryKernel{
+// binaryKernels are the kernels of each binary op: arithAVX2's for Add,
+// Sub and Mul where the CPU has AVX2, else vek's; Div's own (VDIVPS).
+var binaryKernels = func() map[backends.OpType]binaryKernel {
+	ks := vekKernels
+	if arithAVX2 != nil {
+		ks = maps.Clone(vekKernels)
+		maps.Copy(ks, arithAVX2)
+	}
+	return ks
+}()
+
+// vekKernels are the binary ops' kernels without AVX2.
+var vekKernels = map[backends.OpType]binaryKernel{
 	backends.OpTypeAdd: {
 		vv: vekVV(vek32.Add_Into, vek32.Add_Inplace, func(a, b float32) float32 { return a + b }, true),
 		vs: vekVS(vek32.AddNumber_Into, vek32.AddNumber_Inplace),
