@@ -352,7 +352,7 @@ func (b *Builder) binary(op backends.OpType, lhs, rhs backends.Op, replay func(s
 		return buf, consumed, nil
 	}
 	n := &node{kind: kindCustom, opType: op, inputs: vs, exec: exec}
-	if ewOperand(vs[0].shape, out) && ewOperand(vs[1].shape, out) {
+	if ewOperands(vs[0].shape, vs[1].shape, out) {
 		n.ew = &ewSpec{binary: &k}
 	}
 	return b.addShadowNode(n, so)
