@@ -23,6 +23,23 @@ func mulVSAVX2(dst, a *float32, s float32, n int)
 //go:noescape
 func subSVAVX2(dst *float32, s float32, b *float32, n int)
 
+//go:noescape
+func sqrtAVX2(dst, x *float32, n int)
+
+// sqrtF32 writes dst[i] = float32(√x[i]) (dst may be exactly x): VSQRTPS
+// for blocks of 8 where the CPU has AVX2, Go for the rest; the same bits
+// (a float32 square root rounded through float64 is correctly rounded).
+func sqrtF32(dst, x []float32) {
+	x = x[:len(dst)]
+	n8 := 0
+	if hasAVX2 {
+		if n8 = len(dst) &^ 7; n8 > 0 {
+			sqrtAVX2(&dst[0], &x[0], n8)
+		}
+	}
+	sqrtGo(dst[n8:], x[n8:])
+}
+
 // arithAVX2 is the kernel set of Add, Sub and Mul on AVX2 (nil without
 // it): one pass from the operands to the destination, 8 lanes at a time
 // (arith_amd64.s), the scalar op for the last len mod 8 elements. Every

@@ -295,3 +295,44 @@ subsvloop:
 	JNZ     subsvloop
 	VZEROUPPER
 	RET
+
+// func sqrtAVX2(dst, x *float32, n int)
+//
+// dst[i] = √x[i] for i < n (a positive multiple of 8): VSQRTPS, IEEE
+// square root correctly rounded to float32, which is what
+// float32(math.Sqrt(float64(x))) gives (rounding twice is exact for square
+// roots from float64 to float32); dst may be exactly x.
+TEXT ·sqrtAVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+
+sqrt32:
+	CMPQ    CX, $32
+	JLT     sqrt8
+	VSQRTPS (SI), Y0
+	VSQRTPS 32(SI), Y1
+	VSQRTPS 64(SI), Y2
+	VSQRTPS 96(SI), Y3
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ    $128, SI
+	ADDQ    $128, DI
+	SUBQ    $32, CX
+	JMP     sqrt32
+
+sqrt8:
+	TESTQ   CX, CX
+	JZ      sqrtdone
+	VSQRTPS (SI), Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	SUBQ    $8, CX
+	JMP     sqrt8
+
+sqrtdone:
+	VZEROUPPER
+	RET

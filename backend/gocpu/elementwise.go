@@ -470,14 +470,18 @@ func (b *Builder) Neg(x backends.Op) (backends.Op, error) {
 	}, func(sb backends.Builder, x backends.Op) (backends.Op, error) { return sb.Neg(x) })
 }
 
-// Sqrt implements backends.Builder.
+// Sqrt implements backends.Builder (sqrtF32).
 func (b *Builder) Sqrt(x backends.Op) (backends.Op, error) {
-	return b.unary(backends.OpTypeSqrt, x, func(d, x []float32) {
-		x = x[:len(d)]
-		for i, v := range x {
-			d[i] = float32(math.Sqrt(float64(v)))
-		}
-	}, func(sb backends.Builder, x backends.Op) (backends.Op, error) { return sb.Sqrt(x) })
+	return b.unary(backends.OpTypeSqrt, x, sqrtF32, func(sb backends.Builder, x backends.Op) (backends.Op, error) { return sb.Sqrt(x) })
+}
+
+// sqrtGo writes dst[i] = float32(√x[i]) (dst may be exactly x): the
+// reference of sqrtF32, as simplego computes it.
+func sqrtGo(dst, x []float32) {
+	x = x[:len(dst)]
+	for i, v := range x {
+		dst[i] = float32(math.Sqrt(float64(v)))
+	}
 }
 
 // Rsqrt implements backends.Builder.
