@@ -808,7 +808,7 @@ func (b *Builder) BroadcastInDim(x backends.Op, outputShape shapes.Shape, broadc
 		d, esz := rawBytes(flat)
 		s, _ := rawBytes(src)
 		if len(d) > 0 {
-			gatherStrided(d, s, out.Dimensions, strides, esz)
+			be.gatherStridedPar(d, s, out.Dimensions, strides, esz)
 		}
 		return buf, -1, nil
 	}

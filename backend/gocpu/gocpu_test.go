@@ -890,6 +890,10 @@ func TestElementwiseMatchesPlain(t *testing.T) {
 		{"broadcast", [][]int{{3, 1, 5}}, func(in []*graph.Node) *graph.Node {
 			return graph.BroadcastToDims(graph.ExpandAxes(in[0], 0), 2, 3, 4, 5)
 		}},
+		{"broadcast-big", [][]int{{3, 1, 5000}}, func(in []*graph.Node) *graph.Node { // split over the workers
+			return graph.BroadcastToDims(graph.ExpandAxes(in[0], 0), 5, 3, 7, 5000)
+		}},
+		{"broadcast-scalar-big", [][]int{{}}, func(in []*graph.Node) *graph.Node { return graph.BroadcastToDims(in[0], 300, 512) }},
 		{"broadcast-bool", [][]int{{3, 1}}, func(in []*graph.Node) *graph.Node {
 			m := graph.BroadcastToDims(graph.GreaterThan(in[0], graph.ZerosLike(in[0])), 3, 7)
 			return graph.ConvertDType(m, dtypes.Float32)

@@ -48,7 +48,7 @@ func (b *Builder) Slice(x backends.Op, starts, limits, strides []int) (backends.
 		d, esz := rawBytes(flat)
 		s, _ := rawBytes(src)
 		if len(d) > 0 {
-			gatherStrided(d, s[off*esz:], out.Dimensions, st, esz)
+			be.gatherStridedPar(d, s[off*esz:], out.Dimensions, st, esz)
 		}
 		return buf, -1, nil
 	}
