@@ -55,7 +55,7 @@ func TestSlice(t *testing.T) {
 // simplego's exactly. (simplego panics on an empty operand.)
 func TestConcatenate(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 4))
-	for _, dims := range [][]int{{3, 4, 5}, {2, 1, 7}, {1, 300, 70}} {
+	for _, dims := range [][]int{{3, 4, 5}, {2, 1, 7}, {1, 300, 70}, {40, 30, 70}} { // the last split over the workers
 		for axis := range len(dims) {
 			for _, dt := range []dtypes.DType{dtypes.Float32, dtypes.Int32} {
 				for _, custom := range []bool{true, false} {
