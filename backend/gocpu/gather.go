@@ -225,7 +225,11 @@ func (b *Builder) ScatterSum(operand backends.Op, scatterIndices backends.Op, up
 	}
 	g, ok := newRowScatter(vs[0].shape, vs[1].shape, vs[2].shape, indexVectorAxis, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes)
 	if b.backend.plain || !ok {
-		return b.recordN(backends.OpTypeScatterSum, ins, 1, replay)
+		res, err := b.recordN(backends.OpTypeScatterSum, ins, 1, replay)
+		if err != nil {
+			return nil, err
+		}
+		return res[0], nil
 	}
 	sos, err := replay(b.shadow, shadowOps(vs))
 	if err != nil {

@@ -187,3 +187,22 @@ func BenchmarkRowGatherScatter(b *testing.B) {
 		})
 	}
 }
+
+// TestScatterSumDelegated: a ScatterSum that is not a float32 row scatter
+// (here bfloat16) runs on simplego and its result is an op of this
+// builder.
+func TestScatterSumDelegated(t *testing.T) {
+	bb := fastOnce().Builder("scatter-bf16")
+	op := mustOp(t)
+	table := op(bb.Parameter("t", shapes.Make(dtypes.BFloat16, 10, 4), nil))
+	ids := op(bb.Parameter("ids", shapes.Make(dtypes.Int32, 3, 1), nil))
+	upd := op(bb.Parameter("u", shapes.Make(dtypes.BFloat16, 3, 4), nil))
+	sum := op(bb.ScatterSum(table, ids, upd, 1, []int{1}, []int{0}, []int{0}, false, false))
+	v, ok := sum.(*value)
+	if !ok || v.node.kind != kindDelegate {
+		t.Fatalf("bf16 ScatterSum gave %T, want a delegated op", sum)
+	}
+	if s, err := bb.OpShape(sum); err != nil || !s.Equal(shapes.Make(dtypes.BFloat16, 10, 4)) {
+		t.Fatalf("shape %v, %v", s, err)
+	}
+}
