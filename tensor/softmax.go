@@ -66,7 +66,7 @@ func SoftmaxGradRows(dst, p, g []float32, n, workers int) {
 			if &d[0] == &gr[0] {
 				vek32.SubNumber_Inplace(d, dot)
 			} else {
-				vek32.SubNumber_Into(d, gr, dot)
+				subScalar(d, gr, dot)
 			}
 			vek32.Mul_Inplace(d, pr)
 		}
@@ -97,7 +97,7 @@ func softmaxRow(dst, x []float32) {
 	if &dst[0] == &x[0] {
 		vek32.SubNumber_Inplace(dst, m)
 	} else {
-		vek32.SubNumber_Into(dst, x, m)
+		subScalar(dst, x, m)
 	}
 	Exp(dst, dst)
 	vek32.MulNumber_Inplace(dst, 1/vek32.Sum(dst))
@@ -118,7 +118,7 @@ func SumExpRows(dst, x []float32, n, workers int) {
 			var s float32
 			for b := 0; b < n; b += len(buf) {
 				e := buf[:min(len(buf), n-b)]
-				vek32.SubNumber_Into(e, row[b:b+len(e)], m)
+				subScalar(e, row[b:b+len(e)], m)
 				Exp(e, e)
 				s += vek32.Sum(e)
 			}
@@ -150,7 +150,7 @@ func ExpShiftScaleRows(dst, x, l, g []float32, n, workers int) {
 			if &d[0] == &xr[0] {
 				vek32.SubNumber_Inplace(d, l[r])
 			} else {
-				vek32.SubNumber_Into(d, xr, l[r])
+				subScalar(d, xr, l[r])
 			}
 			Exp(d, d)
 			vek32.MulNumber_Inplace(d, g[r])

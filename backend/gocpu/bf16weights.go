@@ -28,7 +28,8 @@ func bf16Source(v *value) (*value, bool) {
 	return src, true
 }
 
-// Gather implements backends.Builder. A gather from ConvertDType(bfloat16
+// Gather implements backends.Builder. A gather of whole rows along axis 0
+// (an embedding lookup) runs here, any dtype (gather.go). A gather from ConvertDType(bfloat16
 // → float32) of a table (the embedding of a bfloat16-stored model read by
 // a float32 graph) gathers the bfloat16 rows and converts only them: the
 // same values, without converting the whole table on every call.
@@ -38,6 +39,23 @@ func (b *Builder) Gather(operand, startIndices backends.Op, indexVectorAxis int,
 	startIndexMap = slices.Clone(startIndexMap)
 	sliceSizes = slices.Clone(sliceSizes)
 	gather := func(x backends.Op) (backends.Op, error) {
+		if !b.backend.plain {
+			vs, err := b.checkOps("Gather", []backends.Op{x, startIndices})
+			if err != nil {
+				return nil, err
+			}
+			if g, ok := newRowGather(vs[0].shape, vs[1].shape, indexVectorAxis, offsetOutputAxes, collapsedSliceAxes, startIndexMap, sliceSizes); ok {
+				so, err := b.shadow.Gather(vs[0].shadow, vs[1].shadow, indexVectorAxis, slices.Clone(offsetOutputAxes), slices.Clone(collapsedSliceAxes),
+					slices.Clone(startIndexMap), slices.Clone(sliceSizes), indicesAreSorted)
+				if err != nil {
+					return nil, err
+				}
+				if v, ok := b.byShadow[so]; ok {
+					return v, nil
+				}
+				return b.customGather(vs, so, g)
+			}
+		}
 		return b.record1(backends.OpTypeGather, []backends.Op{x, startIndices}, func(sb backends.Builder, in []backends.Op) (backends.Op, error) {
 			return sb.Gather(in[0], in[1], indexVectorAxis, slices.Clone(offsetOutputAxes), slices.Clone(collapsedSliceAxes),
 				slices.Clone(startIndexMap), slices.Clone(sliceSizes), indicesAreSorted)

@@ -17,3 +17,11 @@ func divVS(dst, a []float32, s float32) {
 		dst[i] = a[i] / s
 	}
 }
+
+// divSV writes dst[i] = s / b[i] (dst may be exactly b).
+func divSV(dst []float32, s float32, b []float32) {
+	b = b[:len(dst)]
+	for i := range dst {
+		dst[i] = s / b[i]
+	}
+}

@@ -15,11 +15,15 @@
 //   - ReduceSum of a broadcasting Mul, the form GoMLX v0.26 gives the
 //     gradient of DotGeneral, rewritten into a DotGeneral (see ReduceSum):
 //     the project's one fix of that gradient;
-//   - float32 Add, Sub, Mul, Div (with size-1 broadcasting; vek's AVX2
-//     kernels for Add, Sub and Mul, AVX-512 VDIVPS for Div), Exp, Logistic,
-//     Neg, Sqrt, Rsqrt, ReduceSum and ReduceMax over contiguous axes
-//     (AVX-512 for Exp, Logistic's division and a last-axis ReduceMax), and
-//     Transpose and BroadcastInDim of any dtype;
+//   - float32 Add, Sub, Mul, Div (with size-1 broadcasting; AVX2 kernels
+//     for Add, Sub and Mul (arith_amd64.s; vek's without AVX2), VDIVPS
+//     (AVX-512 or AVX2) for Div), Exp, Logistic, Neg, Sqrt (VSQRTPS),
+//     Rsqrt, ReduceSum and ReduceMax over contiguous axes (AVX-512 or AVX2
+//     for Exp, Logistic's division and a last-axis ReduceMax; column sums
+//     on tensor.ColSum), and Transpose and BroadcastInDim of any dtype;
+//   - Gather of whole rows along axis 0 (an embedding lookup, any dtype)
+//     and the float32 ScatterSum of whole rows that is its gradient, by
+//     rows (gather.go);
 //   - DynamicSlice, DynamicUpdateSlice (in place when the operand is not
 //     used afterwards) and Pad, of any dtype; Slice with unit strides and
 //     Concatenate, of any dtype, when an operand is a custom op's result or
@@ -39,7 +43,9 @@
 //     a Transpose by the identity permutation and a Reshape to the same
 //     shape return their operand;
 //   - chains of the float32 elementwise ops above over one shape (with
-//     1-element operands), such as an optimizer's update, fused at Compile
+//     1-element operands and operands broadcast along leading or trailing
+//     axes, such as RMSNorm's scale and weight), such as an optimizer's
+//     update, fused at Compile
 //     into one pass over tiles of 4096 elements that writes only the
 //     values read outside the chain (fuse_elementwise.go; bit-identical).
 //

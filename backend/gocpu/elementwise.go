@@ -1,6 +1,7 @@
 package gocpu
 
 import (
+	"maps"
 	"math"
 	"slices"
 
@@ -132,7 +133,19 @@ func commutedSV(vs func(d, a []float32, s float32)) func(d []float32, s float32,
 	return func(d []float32, s float32, b []float32) { vs(d, b, s) }
 }
 
-var binaryKernels = map[backends.OpType]binaryKernel{
+// binaryKernels are the kernels of each binary op: arithAVX2's for Add,
+// Sub and Mul where the CPU has AVX2, else vek's; Div's own (VDIVPS).
+var binaryKernels = func() map[backends.OpType]binaryKernel {
+	ks := vekKernels
+	if arithAVX2 != nil {
+		ks = maps.Clone(vekKernels)
+		maps.Copy(ks, arithAVX2)
+	}
+	return ks
+}()
+
+// vekKernels are the binary ops' kernels without AVX2.
+var vekKernels = map[backends.OpType]binaryKernel{
 	backends.OpTypeAdd: {
 		vv: vekVV(vek32.Add_Into, vek32.Add_Inplace, func(a, b float32) float32 { return a + b }, true),
 		vs: vekVS(vek32.AddNumber_Into, vek32.AddNumber_Inplace),
@@ -154,14 +167,9 @@ var binaryKernels = map[backends.OpType]binaryKernel{
 		sv: commutedSV(vekVS(vek32.MulNumber_Into, vek32.MulNumber_Inplace)),
 	},
 	backends.OpTypeDiv: {
-		vv: divVV, // AVX-512 VDIVPS: vek's kernels multiply by an approximate reciprocal
+		vv: divVV, // VDIVPS (AVX-512 or AVX2): vek's kernels multiply by an approximate reciprocal
 		vs: divVS,
-		sv: func(d []float32, s float32, b []float32) {
-			b = b[:len(d)]
-			for i := range d {
-				d[i] = s / b[i]
-			}
-		},
+		sv: divSV,
 	},
 }
 
@@ -344,7 +352,7 @@ func (b *Builder) binary(op backends.OpType, lhs, rhs backends.Op, replay func(s
 		return buf, consumed, nil
 	}
 	n := &node{kind: kindCustom, opType: op, inputs: vs, exec: exec}
-	if ewOperand(vs[0].shape, out) && ewOperand(vs[1].shape, out) {
+	if ewOperands(vs[0].shape, vs[1].shape, out) {
 		n.ew = &ewSpec{binary: &k}
 	}
 	return b.addShadowNode(n, so)
@@ -462,14 +470,18 @@ func (b *Builder) Neg(x backends.Op) (backends.Op, error) {
 	}, func(sb backends.Builder, x backends.Op) (backends.Op, error) { return sb.Neg(x) })
 }
 
-// Sqrt implements backends.Builder.
+// Sqrt implements backends.Builder (sqrtF32).
 func (b *Builder) Sqrt(x backends.Op) (backends.Op, error) {
-	return b.unary(backends.OpTypeSqrt, x, func(d, x []float32) {
-		x = x[:len(d)]
-		for i, v := range x {
-			d[i] = float32(math.Sqrt(float64(v)))
-		}
-	}, func(sb backends.Builder, x backends.Op) (backends.Op, error) { return sb.Sqrt(x) })
+	return b.unary(backends.OpTypeSqrt, x, sqrtF32, func(sb backends.Builder, x backends.Op) (backends.Op, error) { return sb.Sqrt(x) })
+}
+
+// sqrtGo writes dst[i] = float32(√x[i]) (dst may be exactly x): the
+// reference of sqrtF32, as simplego computes it.
+func sqrtGo(dst, x []float32) {
+	x = x[:len(dst)]
+	for i, v := range x {
+		dst[i] = float32(math.Sqrt(float64(v)))
+	}
 }
 
 // Rsqrt implements backends.Builder.
@@ -579,6 +591,10 @@ func (b *Builder) reduce(op backends.OpType, x backends.Op, axes []int, replay f
 		}
 		dst := flat.([]float32)
 		p := plan
+		if !isMax && p.inner > 1 {
+			reduceSumCols(be, dst, xv, p)
+			return buf, -1, nil
+		}
 		be.forRange(p.outer, p.red*p.inner, func(lo, hi int) {
 			for o := lo; o < hi; o++ {
 				src := xv[o*p.red*p.inner : (o+1)*p.red*p.inner]
@@ -614,6 +630,28 @@ func (b *Builder) reduce(op backends.OpType, x backends.Op, axes []int, replay f
 		return buf, -1, nil
 	}
 	return b.addShadowNode(&node{kind: kindCustom, opType: op, inputs: vs, exec: exec, reduceAxes: red}, so)
+}
+
+// reduceSumCols runs a ReduceSum whose plan keeps inner axes (inner > 1):
+// for each outer index o, the column sums of the [red, inner] matrix at
+// o·red·inner (tensor.ColSum, each column in row order from +0, as the
+// scalar loop it replaced: bit-identical). The work is split over outer
+// indices and, when those are fewer than the workers can share (a sum
+// over the leading axes, such as a norm weight's gradient), over blocks
+// of columns too.
+func reduceSumCols(be *Backend, dst, x []float32, p *reducePlan) {
+	cw := p.inner // columns per work item
+	if w := be.Workers(); p.outer < 4*w && p.inner >= 64 && p.outer*p.red*p.inner >= parallelMin {
+		cw = min(p.inner, (p.inner/(2*w)+31)&^31)
+	}
+	nc := (p.inner + cw - 1) / cw
+	be.forRange(p.outer*nc, p.red*cw, func(lo, hi int) {
+		for it := lo; it < hi; it++ {
+			o, c0 := it/nc, it%nc*cw
+			c1 := min(p.inner, c0+cw)
+			tensor.ColSum(dst[o*p.inner+c0:o*p.inner+c1], x[o*p.red*p.inner+c0:(o+1)*p.red*p.inner], p.red, p.inner)
+		}
+	})
 }
 
 // sumRun adds x with eight interleaved partial sums.
@@ -770,7 +808,7 @@ func (b *Builder) BroadcastInDim(x backends.Op, outputShape shapes.Shape, broadc
 		d, esz := rawBytes(flat)
 		s, _ := rawBytes(src)
 		if len(d) > 0 {
-			gatherStrided(d, s, out.Dimensions, strides, esz)
+			be.gatherStridedPar(d, s, out.Dimensions, strides, esz)
 		}
 		return buf, -1, nil
 	}

@@ -16,15 +16,18 @@ import (
 // a full pass over the variable: with tensors of 4–100 MB every op is
 // bound by memory bandwidth. At Compile, a group of custom float32
 // elementwise nodes (Add, Sub, Mul, Div, Neg, Sqrt, Rsqrt, Exp, Logistic)
-// of one output shape, whose operands are tensors of that shape or
-// 1-element tensors, runs as one op (fusedEW): the elements are split into
+// of one output shape, whose operands are tensors of that shape,
+// 1-element tensors, or tensors broadcast along the leading or trailing
+// axes (RMSNorm's [B, T, 1] scale and [1, 1, D] weight: one value per row
+// or one vector repeated over the rows), runs as one op (fusedEW): the elements are split into
 // tiles of ewTile, spread over the workers, and each tile runs the group's
 // ops in graph order on small per-worker tile buffers; only the values
 // read outside the group (or returned) are written to full-size buffers.
 //
 // Every element gets exactly the float32 operations it got unfused, in
 // the same order and through the same kernels (binaryKernels' vv, vs and
-// sv forms, chosen as bcastPlan chooses them, and the unary kernels, all
+// sv forms, chosen as bcastPlan chooses them (a broadcast operand row by
+// row), and the unary kernels, all
 // of which compute each element independently of its position in the
 // slice), so results are bit-identical.
 //
@@ -40,17 +43,77 @@ const ewTile = 4096
 
 // ewSpec marks a custom node as a float32 elementwise op that a fused group
 // may run on tiles: unary computes dst[i] = f(x[i]) (dst may be x), binary
-// is the kernel of a binary op whose operands are each of the output's
-// shape or 1-element.
+// is the kernel of a binary op whose operands pass ewOperands.
 type ewSpec struct {
 	unary  func(dst, x []float32)
 	binary *binaryKernel
 }
 
-// ewOperand reports whether a value of shape s may be an operand of a
-// fusable op with output shape out.
-func ewOperand(s, out shapes.Shape) bool {
-	return s.DType == dtypes.Float32 && (s.Equal(out) || s.Size() == 1)
+// How an operand of a fused group's op covers the output's elements.
+const (
+	bcFull   = iota // the output's shape: element i is x[i]
+	bcScalar        // 1 element: x[0] everywhere
+	bcRows          // [d₀ … d_{k−1}, 1 … 1]: x[i / run] (one value per row of run elements)
+	bcCols          // [1 … 1, d_k … d_{n−1}]: x[i mod run] (one vector repeated over the rows)
+)
+
+// ewBroadcast classifies a float32 operand of shape s of an op with output
+// shape out (equal ranks, or s of one element): its mode and, for bcRows
+// and bcCols, run, the elements of the output's trailing axes that s does
+// not (bcRows) or does (bcCols) span. ok is false for any other broadcast.
+func ewBroadcast(s, out shapes.Shape) (mode, run int, ok bool) {
+	switch {
+	case s.DType != dtypes.Float32:
+		return 0, 0, false
+	case s.Equal(out):
+		return bcFull, 0, true
+	case s.Size() == 1:
+		return bcScalar, 0, true
+	case s.Rank() != out.Rank():
+		return 0, 0, false
+	}
+	n := out.Rank()
+	first := 0 // first axis where s differs from out
+	for first < n && s.Dimensions[first] == out.Dimensions[first] {
+		first++
+	}
+	last := n // one past the last axis where s differs from out
+	for last > 0 && s.Dimensions[last-1] == out.Dimensions[last-1] {
+		last--
+	}
+	ones := func(lo, hi int) bool {
+		for a := lo; a < hi; a++ {
+			if s.Dimensions[a] != 1 {
+				return false
+			}
+		}
+		return true
+	}
+	size := func(lo int) int {
+		r := 1
+		for _, d := range out.Dimensions[lo:] {
+			r *= d
+		}
+		return r
+	}
+	switch {
+	case ones(first, n):
+		return bcRows, size(first), true
+	case ones(0, last):
+		return bcCols, size(last), true
+	}
+	return 0, 0, false
+}
+
+// ewOperands reports whether a binary op with operands of shapes a and b
+// and output shape out may join a fused group: each operand of the
+// output's shape, of one element, or broadcast along leading or trailing
+// axes (ewBroadcast), and at least one of the output's shape (a
+// one-element output aside).
+func ewOperands(a, b, out shapes.Shape) bool {
+	ma, _, okA := ewBroadcast(a, out)
+	mb, _, okB := ewBroadcast(b, out)
+	return okA && okB && (ma == bcFull || mb == bcFull || out.Size() == 1)
 }
 
 // multiFn executes a fused op with several results. consumed[j] reports
@@ -196,9 +259,10 @@ type ewStep struct {
 type fusedEW struct {
 	shape shapes.Shape
 	steps []ewStep
-	// scalar[j]: input j is a 1-element operand broadcast over a larger
-	// output (read as a number, as bcastPlan does).
-	scalar []bool
+	// bcast[j] and run[j]: how input j covers the output (bcFull, or
+	// bcScalar for a 1-element operand of a larger output, read as a
+	// number as bcastPlan does; bcRows, bcCols: see ewBroadcast).
+	bcast, run []int
 	// cands[k]: inputs that may hold output k (the output's shape, read by
 	// no step after the one writing output k).
 	cands [][]int
@@ -228,7 +292,11 @@ func newFusedNode(nodes []*node, ms []int, group []int, consumers [][]int, isOut
 			j = len(fn.inputs)
 			inIdx[v] = j
 			fn.inputs = append(fn.inputs, v)
-			f.scalar = append(f.scalar, shape.Size() != 1 && v.shape.Size() == 1)
+			mode, run, _ := ewBroadcast(v.shape, shape)
+			if mode == bcScalar && shape.Size() == 1 {
+				mode = bcFull
+			}
+			f.bcast, f.run = append(f.bcast, mode), append(f.run, run)
 			lastRead = append(lastRead, step)
 		}
 		lastRead[j] = step
@@ -380,14 +448,49 @@ func (f *fusedEW) runTile(ins, dsts [][]float32, bufs []float32, tile, lo, hi in
 			st.spec.unary(d, at(st.a))
 			continue
 		}
-		as, bs := st.a.kind == refIn && f.scalar[st.a.i], st.b.kind == refIn && f.scalar[st.b.i]
-		switch {
-		case bs:
-			k.vs(d, at(st.a), ins[st.b.i][0])
-		case as:
-			k.sv(d, ins[st.a.i][0], at(st.b))
-		default:
-			k.vv(d, at(st.a), at(st.b))
+		ma, mb := bcFull, bcFull
+		if st.a.kind == refIn {
+			ma = f.bcast[st.a.i]
 		}
+		if st.b.kind == refIn {
+			mb = f.bcast[st.b.i]
+		}
+		switch {
+		case ma == bcFull && mb == bcFull:
+			k.vv(d, at(st.a), at(st.b))
+		case mb == bcScalar:
+			k.vs(d, at(st.a), ins[st.b.i][0])
+		case ma == bcScalar:
+			k.sv(d, ins[st.a.i][0], at(st.b))
+		case mb != bcFull:
+			f.runBroadcast(k, d, at(st.a), ins[st.b.i], mb, f.run[st.b.i], lo, false)
+		default:
+			f.runBroadcast(k, d, at(st.b), ins[st.a.i], ma, f.run[st.a.i], lo, true)
+		}
+	}
+}
+
+// runBroadcast applies k to elements [lo, lo+len(d)) of the output, one
+// operand x of the output's shape (its tile), the other y broadcast by
+// mode (bcRows or bcCols, rows of run elements): row by row, the vs or sv
+// form with the row's value (bcRows) or the vv form with the row's
+// columns of y (bcCols), the forms bcastPlan gives the unfused op. yLeft:
+// y is the left operand.
+func (f *fusedEW) runBroadcast(k *binaryKernel, d, x, y []float32, mode, run, lo int, yLeft bool) {
+	for o := 0; o < len(d); {
+		r, c := (lo+o)/run, (lo+o)%run
+		e := min(len(d), o+run-c)
+		ds, xs := d[o:e], x[o:e]
+		switch {
+		case mode == bcRows && yLeft:
+			k.sv(ds, y[r], xs)
+		case mode == bcRows:
+			k.vs(ds, xs, y[r])
+		case yLeft:
+			k.vv(ds, y[c:c+e-o], xs)
+		default:
+			k.vv(ds, xs, y[c:c+e-o])
+		}
+		o = e
 	}
 }

@@ -862,6 +862,9 @@ func TestElementwiseMatchesPlain(t *testing.T) {
 		{"reduce-first", [][]int{{300, 5, 6}}, func(in []*graph.Node) *graph.Node { return graph.ReduceSum(in[0], 0) }},
 		{"reduce-mid2", [][]int{{3, 40, 50, 6}}, func(in []*graph.Node) *graph.Node { return graph.ReduceSum(in[0], 1, 2) }},
 		{"reduce-gapped", [][]int{{3, 4, 5, 6}}, func(in []*graph.Node) *graph.Node { return graph.ReduceSum(in[0], 0, 2) }},
+		{"reduce-leading", [][]int{{600, 7, 130}}, func(in []*graph.Node) *graph.Node { return graph.ReduceSum(in[0], 0) }},     // column blocks
+		{"reduce-leading-odd", [][]int{{3, 40, 1001}}, func(in []*graph.Node) *graph.Node { return graph.ReduceSum(in[0], 1) }}, // column blocks, 3 outer
+		{"reduce-groups", [][]int{{16, 2, 4, 64}}, func(in []*graph.Node) *graph.Node { return graph.ReduceSum(in[0], 2) }},     // GQA's K/V gradient
 		{"max-last", [][]int{{7, 1025}}, func(in []*graph.Node) *graph.Node { return graph.ReduceMax(in[0], 1) }},
 		{"max-all", [][]int{{7, 13}}, func(in []*graph.Node) *graph.Node { return graph.ReduceAllMax(in[0]) }},
 		{"softmax", [][]int{{4, 3, 100}}, func(in []*graph.Node) *graph.Node { return graph.Softmax(in[0], -1) }},
@@ -887,6 +890,10 @@ func TestElementwiseMatchesPlain(t *testing.T) {
 		{"broadcast", [][]int{{3, 1, 5}}, func(in []*graph.Node) *graph.Node {
 			return graph.BroadcastToDims(graph.ExpandAxes(in[0], 0), 2, 3, 4, 5)
 		}},
+		{"broadcast-big", [][]int{{3, 1, 5000}}, func(in []*graph.Node) *graph.Node { // split over the workers
+			return graph.BroadcastToDims(graph.ExpandAxes(in[0], 0), 5, 3, 7, 5000)
+		}},
+		{"broadcast-scalar-big", [][]int{{}}, func(in []*graph.Node) *graph.Node { return graph.BroadcastToDims(in[0], 300, 512) }},
 		{"broadcast-bool", [][]int{{3, 1}}, func(in []*graph.Node) *graph.Node {
 			m := graph.BroadcastToDims(graph.GreaterThan(in[0], graph.ZerosLike(in[0])), 3, 7)
 			return graph.ConvertDType(m, dtypes.Float32)

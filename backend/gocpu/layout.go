@@ -127,6 +127,21 @@ func asWords[T uint16 | uint32 | uint64](b []byte) []T {
 	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), n)
 }
 
+// gatherStridedPar is gatherStrided with the leading axis split over the
+// backend's workers when dst is large (each worker fills a contiguous
+// block of dst; the bytes written are the same).
+func (be *Backend) gatherStridedPar(dst, src []byte, dims, strides []int, esz int) {
+	if len(dims) == 0 || dims[0] <= 1 || len(dst) < 4*parallelMin {
+		gatherStrided(dst, src, dims, strides, esz)
+		return
+	}
+	block := len(dst) / dims[0] // bytes per index of the leading axis
+	be.forRange(dims[0], block/esz, func(lo, hi int) {
+		sub := append([]int{hi - lo}, dims[1:]...)
+		gatherStrided(dst[lo*block:hi*block], src[lo*strides[0]*esz:], sub, strides, esz)
+	})
+}
+
 // gatherStrided fills dst (dimensions dims, row-major, esz-byte elements)
 // with src elements at Σ idx[a]·strides[a] (strides in elements, 0 to
 // repeat along an axis).

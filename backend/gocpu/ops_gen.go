@@ -684,20 +684,6 @@ func (b *Builder) ScatterMin(operand backends.Op, scatterIndices backends.Op, up
 	})
 }
 
-// ScatterSum implements backends.Builder by recording the op for the pure-Go backend.
-func (b *Builder) ScatterSum(operand backends.Op, scatterIndices backends.Op, updates backends.Op, indexVectorAxis int, updateWindowAxes []int, insertedWindowAxes []int, scatterAxesToOperandAxes []int, indicesAreSorted bool, uniqueIndices bool) (backends.Op, error) {
-	updateWindowAxes = slices.Clone(updateWindowAxes)
-	insertedWindowAxes = slices.Clone(insertedWindowAxes)
-	scatterAxesToOperandAxes = slices.Clone(scatterAxesToOperandAxes)
-	var ins []backends.Op
-	ins = append(ins, operand)
-	ins = append(ins, scatterIndices)
-	ins = append(ins, updates)
-	return b.record1(backends.OpTypeScatterSum, ins, func(sb backends.Builder, in []backends.Op) (backends.Op, error) {
-		return sb.ScatterSum(in[0], in[1], in[2], indexVectorAxis, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes, indicesAreSorted, uniqueIndices)
-	})
-}
-
 // SelectAndScatterMax implements backends.Builder by recording the op for the pure-Go backend.
 func (b *Builder) SelectAndScatterMax(operand backends.Op, source backends.Op, windowDimensions []int, windowStrides []int, paddings [][2]int) (backends.Op, error) {
 	windowDimensions = slices.Clone(windowDimensions)

@@ -48,7 +48,7 @@ func (b *Builder) Slice(x backends.Op, starts, limits, strides []int) (backends.
 		d, esz := rawBytes(flat)
 		s, _ := rawBytes(src)
 		if len(d) > 0 {
-			gatherStrided(d, s[off*esz:], out.Dimensions, st, esz)
+			be.gatherStridedPar(d, s[off*esz:], out.Dimensions, st, esz)
 		}
 		return buf, -1, nil
 	}
@@ -112,19 +112,25 @@ func (b *Builder) Concatenate(axis int, operands ...backends.Op) (backends.Op, e
 			return nil, -1, err
 		}
 		d, esz := rawBytes(flat)
-		off := 0
+		srcs := make([][]byte, len(in))
 		for i := range in {
 			src, err := be.BufferData(in[i])
 			if err != nil {
 				return nil, -1, err
 			}
-			s, _ := rawBytes(src)
-			w := widths[i] * esz
-			for o := range outer {
-				copy(d[(o*row)*esz+off:(o*row)*esz+off+w], s[o*w:(o+1)*w])
-			}
-			off += w
+			srcs[i], _ = rawBytes(src)
 		}
+		// Output rows split over the workers when large.
+		be.forRange(outer, row, func(lo, hi int) {
+			off := 0
+			for i, s := range srcs {
+				w := widths[i] * esz
+				for o := lo; o < hi; o++ {
+					copy(d[(o*row)*esz+off:(o*row)*esz+off+w], s[o*w:(o+1)*w])
+				}
+				off += w
+			}
+		})
 		return buf, -1, nil
 	}
 	return b.addShadowNode(&node{kind: kindCustom, opType: backends.OpTypeConcatenate, inputs: vs, exec: exec}, so)

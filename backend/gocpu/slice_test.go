@@ -26,6 +26,7 @@ func TestSlice(t *testing.T) {
 		{[]int{3, 4}, []graph.SliceAxisSpec{graph.AxisRange(2, 2), graph.AxisRange()}},
 		{[]int{9, 11}, []graph.SliceAxisSpec{graph.AxisRange(1, 8).Stride(3), graph.AxisRange(2)}},
 		{[]int{4, 64, 70}, []graph.SliceAxisSpec{graph.AxisRange(1), graph.AxisRange(), graph.AxisRange(3, 67)}},
+		{[]int{7, 3, 200, 70}, []graph.SliceAxisSpec{graph.AxisRange(1, 6), graph.AxisRange(1), graph.AxisRange(), graph.AxisRange(3, 67)}}, // split over the workers
 	}
 	for _, c := range cases {
 		for _, dt := range []dtypes.DType{dtypes.Float32, dtypes.Int32} {
@@ -54,7 +55,7 @@ func TestSlice(t *testing.T) {
 // simplego's exactly. (simplego panics on an empty operand.)
 func TestConcatenate(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 4))
-	for _, dims := range [][]int{{3, 4, 5}, {2, 1, 7}, {1, 300, 70}} {
+	for _, dims := range [][]int{{3, 4, 5}, {2, 1, 7}, {1, 300, 70}, {40, 30, 70}} { // the last split over the workers
 		for axis := range len(dims) {
 			for _, dt := range []dtypes.DType{dtypes.Float32, dtypes.Int32} {
 				for _, custom := range []bool{true, false} {

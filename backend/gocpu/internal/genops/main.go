@@ -28,7 +28,7 @@ var handwritten = map[string]bool{
 	"ReduceSum": true, "ReduceMax": true, "Add": true, "Sub": true, "Mul": true, "Div": true,
 	"Exp": true, "Logistic": true, "Neg": true, "Sqrt": true, "Rsqrt": true,
 	"Transpose": true, "BroadcastInDim": true, "Where": true, "Reshape": true, "Gather": true,
-	"Identity": true, "Concatenate": true, "Slice": true,
+	"Identity": true, "Concatenate": true, "Slice": true, "ScatterSum": true,
 }
 
 func main() {
