@@ -93,37 +93,26 @@ func newRowScatter(operand, idx, updates shapes.Shape, indexVectorAxis int, upda
 	return &rowGather{rows: operand.Dimensions[0], row: operand.Size() / operand.Dimensions[0], n: shapes.Make(idx.DType, batch...).Size()}, true
 }
 
-// indexInts returns the n integer indices of flat as ints.
+// indexInts returns the n integer indices of flat as ints (int64 and
+// uint64 values beyond ±2⁶² clamped, as out of range anyway).
 func indexInts(flat any, n int) ([]int, error) {
 	out := make([]int, n)
 	switch x := flat.(type) {
 	case []int32:
-		for i, v := range x[:n] {
-			out[i] = int(v)
-		}
+		widen(out, x[:n])
+	case []int16:
+		widen(out, x[:n])
+	case []int8:
+		widen(out, x[:n])
+	case []uint8:
+		widen(out, x[:n])
+	case []uint16:
+		widen(out, x[:n])
+	case []uint32:
+		widen(out, x[:n])
 	case []int64:
 		for i, v := range x[:n] {
 			out[i] = clampInt64(v)
-		}
-	case []int16:
-		for i, v := range x[:n] {
-			out[i] = int(v)
-		}
-	case []int8:
-		for i, v := range x[:n] {
-			out[i] = int(v)
-		}
-	case []uint8:
-		for i, v := range x[:n] {
-			out[i] = int(v)
-		}
-	case []uint16:
-		for i, v := range x[:n] {
-			out[i] = int(v)
-		}
-	case []uint32:
-		for i, v := range x[:n] {
-			out[i] = int(v)
 		}
 	case []uint64:
 		for i, v := range x[:n] {
@@ -133,6 +122,13 @@ func indexInts(flat any, n int) ([]int, error) {
 		return nil, fmt.Errorf("indices of type %T are not integers", flat)
 	}
 	return out, nil
+}
+
+// widen sets out[i] = int(x[i]) for integer types narrower than int.
+func widen[T int8 | int16 | int32 | uint8 | uint16 | uint32](out []int, x []T) {
+	for i, v := range x {
+		out[i] = int(v)
+	}
 }
 
 // gatherRows copies row clamp(ids[i], 0, rows−1) of src to row i of dst
