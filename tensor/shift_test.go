@@ -26,9 +26,9 @@ func TestSubScalar(t *testing.T) {
 			want := make([]float32, n)
 			subScalarGo(want, x, s)
 			got := make([]float32, n)
-			subScalar(got, x, s)
+			SubScalar(got, x, s)
 			inPlace := slices.Clone(x)
-			subScalar(inPlace, inPlace, s)
+			SubScalar(inPlace, inPlace, s)
 			for i := range want {
 				for _, g := range []float32{got[i], inPlace[i]} {
 					if math.Float32bits(g) != math.Float32bits(want[i]) && !(g != g && want[i] != want[i]) {
@@ -48,9 +48,9 @@ func TestSubScalar(t *testing.T) {
 func BenchmarkSubScalar(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	x, d := randVec(r, swigluBlock), make([]float32, swigluBlock)
-	b.Run("subScalar", func(b *testing.B) {
+	b.Run("SubScalar", func(b *testing.B) {
 		for b.Loop() {
-			subScalar(d, x, 0.5)
+			SubScalar(d, x, 0.5)
 		}
 	})
 	b.Run("subScalarGo", func(b *testing.B) {

@@ -66,7 +66,7 @@ func SoftmaxGradRows(dst, p, g []float32, n, workers int) {
 			if &d[0] == &gr[0] {
 				vek32.SubNumber_Inplace(d, dot)
 			} else {
-				subScalar(d, gr, dot)
+				SubScalar(d, gr, dot)
 			}
 			vek32.Mul_Inplace(d, pr)
 		}
@@ -97,7 +97,7 @@ func softmaxRow(dst, x []float32) {
 	if &dst[0] == &x[0] {
 		vek32.SubNumber_Inplace(dst, m)
 	} else {
-		subScalar(dst, x, m)
+		SubScalar(dst, x, m)
 	}
 	Exp(dst, dst)
 	vek32.MulNumber_Inplace(dst, 1/vek32.Sum(dst))
@@ -118,7 +118,7 @@ func SumExpRows(dst, x []float32, n, workers int) {
 			var s float32
 			for b := 0; b < n; b += len(buf) {
 				e := buf[:min(len(buf), n-b)]
-				subScalar(e, row[b:b+len(e)], m)
+				SubScalar(e, row[b:b+len(e)], m)
 				Exp(e, e)
 				s += vek32.Sum(e)
 			}
@@ -150,7 +150,7 @@ func ExpShiftScaleRows(dst, x, l, g []float32, n, workers int) {
 			if &d[0] == &xr[0] {
 				vek32.SubNumber_Inplace(d, l[r])
 			} else {
-				subScalar(d, xr, l[r])
+				SubScalar(d, xr, l[r])
 			}
 			Exp(d, d)
 			vek32.MulNumber_Inplace(d, g[r])

@@ -1,6 +1,9 @@
 package gocpu
 
-import "github.com/gomlx/gomlx/backends"
+import (
+	"github.com/cas-engine/cas/tensor"
+	"github.com/gomlx/gomlx/backends"
+)
 
 //go:noescape
 func addVVAVX2(dst, a, b *float32, n int)
@@ -13,9 +16,6 @@ func mulVVAVX2(dst, a, b *float32, n int)
 
 //go:noescape
 func addVSAVX2(dst, a *float32, s float32, n int)
-
-//go:noescape
-func subVSAVX2(dst, a *float32, s float32, n int)
 
 //go:noescape
 func mulVSAVX2(dst, a *float32, s float32, n int)
@@ -42,7 +42,9 @@ func sqrtF32(dst, x []float32) {
 
 // arithAVX2 is the kernel set of Add, Sub and Mul on AVX2 (nil without
 // it): one pass from the operands to the destination, 8 lanes at a time
-// (arith_amd64.s), the scalar op for the last len mod 8 elements. Every
+// (arith_amd64.s; Sub's vector − scalar is tensor.SubScalar, the same
+// kernel the softmax shifts use), the scalar op for the last len mod 8
+// elements. Every
 // element is the IEEE result of its operands, as with vek's kernels,
 // which it replaces because their _Into forms copy x into dst and then
 // run in place (two passes; a third of a fused chain's time).
@@ -55,7 +57,7 @@ var arithAVX2 = func() map[backends.OpType]binaryKernel {
 	mul := func(a, b float32) float32 { return a * b }
 	return map[backends.OpType]binaryKernel{
 		backends.OpTypeAdd: {vv: vvAVX2(addVVAVX2, add), vs: vsAVX2(addVSAVX2, add), sv: commutedSV(vsAVX2(addVSAVX2, add))},
-		backends.OpTypeSub: {vv: vvAVX2(subVVAVX2, sub), vs: vsAVX2(subVSAVX2, sub), sv: svAVX2(subSVAVX2, sub)},
+		backends.OpTypeSub: {vv: vvAVX2(subVVAVX2, sub), vs: tensor.SubScalar, sv: svAVX2(subSVAVX2, sub)},
 		backends.OpTypeMul: {vv: vvAVX2(mulVVAVX2, mul), vs: vsAVX2(mulVSAVX2, mul), sv: commutedSV(vsAVX2(mulVSAVX2, mul))},
 	}
 }()

@@ -142,50 +142,6 @@ subvvdone:
 	VZEROUPPER
 	RET
 
-// func subVSAVX2(dst, a *float32, s float32, n int)
-//
-// dst[i] = a[i] − s for i < n (a positive multiple of 8); dst may be a.
-TEXT ·subVSAVX2(SB), NOSPLIT, $0-32
-	MOVQ         dst+0(FP), DI
-	MOVQ         a+8(FP), SI
-	VBROADCASTSS s+16(FP), Y4
-	MOVQ         n+24(FP), CX
-
-subvs32:
-	CMPQ    CX, $32
-	JLT     subvs8
-	VMOVUPS (SI), Y0
-	VMOVUPS 32(SI), Y1
-	VMOVUPS 64(SI), Y2
-	VMOVUPS 96(SI), Y3
-	VSUBPS  Y4, Y0, Y0
-	VSUBPS  Y4, Y1, Y1
-	VSUBPS  Y4, Y2, Y2
-	VSUBPS  Y4, Y3, Y3
-	VMOVUPS Y0, (DI)
-	VMOVUPS Y1, 32(DI)
-	VMOVUPS Y2, 64(DI)
-	VMOVUPS Y3, 96(DI)
-	ADDQ    $128, SI
-	ADDQ    $128, DI
-	SUBQ    $32, CX
-	JMP     subvs32
-
-subvs8:
-	TESTQ   CX, CX
-	JZ      subvsdone
-	VMOVUPS (SI), Y0
-	VSUBPS  Y4, Y0, Y0
-	VMOVUPS Y0, (DI)
-	ADDQ    $32, SI
-	ADDQ    $32, DI
-	SUBQ    $8, CX
-	JMP     subvs8
-
-subvsdone:
-	VZEROUPPER
-	RET
-
 // func mulVVAVX2(dst, a, b *float32, n int)
 //
 // dst[i] = a[i] × b[i] for i < n (a positive multiple of 8); dst may be
