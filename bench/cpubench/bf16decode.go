@@ -1,8 +1,6 @@
 package cpubench
 
 import (
-	"fmt"
-
 	"github.com/gomlx/gomlx/backends"
 
 	"github.com/cas-engine/cas/model/qwen"
@@ -28,22 +26,4 @@ func NewBF16WeightModel(cfg *qwen.Config, be backends.Backend, seed uint64) (*qw
 	}
 	qwen.SetComputeDType(m.Context(), qwen.PrecisionF32)
 	return m, nil
-}
-
-// decodeBF16 is the best of three batch-1 decode speeds of the bfloat16
-// weight model of cfg on be.
-func decodeBF16(cfg *qwen.Config, be backends.Backend, opt *Options) (float64, error) {
-	m, err := NewBF16WeightModel(cfg, be, 1)
-	if err != nil {
-		return 0, err
-	}
-	best := 0.0
-	for range 3 {
-		tps, err := DecodeSpeed(m, 1, 64, opt.DecodeTokens)
-		if err != nil {
-			return 0, fmt.Errorf("decode: %w", err)
-		}
-		best = max(best, tps)
-	}
-	return best, nil
 }

@@ -121,7 +121,7 @@ type Options struct {
 	PeerScript, Python string
 	// Profile also runs one training step and one decode of each model on
 	// a profiling gocpu backend ("gocpu:profile") and reports the time per
-	// op kind (ModelRow.TrainProfile, DecodeProfile); ProfileShapes splits
+	// op kind (ModelRow.ForwardProfile, TrainProfile, DecodeProfile); ProfileShapes splits
 	// each kind by output size ("gocpu:profile=shapes").
 	Profile, ProfileShapes bool
 	// DecodeOnly measures only batch-1 decoding against the streaming
@@ -199,10 +199,11 @@ type ModelRow struct {
 	// a batch-1 decode step streams in float32 (StreamedBytes).
 	ForwardFLOPs, TrainFLOPs float64
 	DecodeBytes              int64
-	// TrainProfile and DecodeProfile are the time per op kind of one
-	// training step and of one decode run (Options.Profile).
-	TrainProfile, DecodeProfile []gocpu.OpTime `json:",omitempty"`
-	DecodeProfileTokens         int            `json:",omitempty"`
+	// ForwardProfile, TrainProfile and DecodeProfile are the time per op
+	// kind of one forward pass, one training step and one decode run
+	// (Options.Profile).
+	ForwardProfile, TrainProfile, DecodeProfile []gocpu.OpTime `json:",omitempty"`
+	DecodeProfileTokens                         int            `json:",omitempty"`
 }
 
 // ModelFigures are one backend's measurements (zero: not measured).
@@ -309,14 +310,16 @@ func Run(opt Options) (*Report, error) {
 		}
 		r.Models = append(r.Models, *row)
 	}
+	// The bound uses the higher of two bandwidth measurements, as
+	// runDecode's does.
+	r.StreamBps = max(r.StreamBps, measureStream(opt.Threads, opt.MinTime))
 	r.LoadAfter = loadAverage()
 	return r, nil
 }
 
 // runDecode is Run's decode section alone: the read bandwidth, then for
 // each model batch-1 decoding on gocpu with float32 and with bfloat16
-// weights, the two alternated three times (best of each), then the
-// bandwidth again (the bound uses the higher, the stricter, of the two
+// weights (measureDecode), then the bandwidth again (the bound uses the higher, the stricter, of the two
 // bandwidth measurements: other processes slow both alike).
 func runDecode(opt *Options, r *Report) error {
 	r.DecodeOnly = true
@@ -329,25 +332,8 @@ func runDecode(opt *Options, r *Report) error {
 	defer fast.Finalize()
 	for _, ms := range opt.Models {
 		row := ModelRow{Name: ms.Name, Params: ms.Config.NumParameters(), DecodeBytes: StreamedBytes(ms.Config, 4)}
-		m32, err := qwen.NewRandom(ms.Config, fast, 1)
-		if err != nil {
-			return fmt.Errorf("model %s: %w", ms.Name, err)
-		}
-		m16, err := NewBF16WeightModel(ms.Config, fast, 1)
-		if err != nil {
-			return fmt.Errorf("model %s, bf16 weights: %w", ms.Name, err)
-		}
-		f := &row.Fast
-		for range 3 {
-			tps, cpu, err := decodeCPU(m32, opt.DecodeTokens)
-			if err != nil {
-				return fmt.Errorf("model %s: decode: %w", ms.Name, err)
-			}
-			f.DecodeTokS, f.DecodeCPUs = max(f.DecodeTokS, tps), minPositive(f.DecodeCPUs, cpu)
-			if tps, cpu, err = decodeCPU(m16, opt.DecodeTokens); err != nil {
-				return fmt.Errorf("model %s, bf16 weights: decode: %w", ms.Name, err)
-			}
-			f.DecodeBF16TokS, f.DecodeBF16CPUs = max(f.DecodeBF16TokS, tps), minPositive(f.DecodeBF16CPUs, cpu)
+		if err := measureDecode(ms, fast, opt, &row.Fast); err != nil {
+			return err
 		}
 		if opt.Profile || opt.ProfileShapes {
 			if err := profileModel(ms.Config, opt, &row); err != nil {
@@ -362,6 +348,40 @@ func runDecode(opt *Options, r *Report) error {
 	bps, cpuBps := measureStreamCPU(opt.Threads, opt.MinTime)
 	r.StreamBps, r.StreamCPUBps = max(r.StreamBps, bps), max(r.StreamCPUBps, cpuBps)
 	r.LoadAfter = loadAverage()
+	return nil
+}
+
+// measureDecode measures batch-1 decoding of a random model of ms on be
+// with float32 weights and with bfloat16 weights (NewBF16WeightModel),
+// alternating the two (so both see the same machine) until each has run
+// for opt.MinTime and at least three times, and keeps the fastest run of
+// each, as the read bandwidth of the bound is the fastest of its runs
+// (timeIt), with the least CPU time per token.
+func measureDecode(ms ModelSpec, be backends.Backend, opt *Options, f *ModelFigures) error {
+	m32, err := qwen.NewRandom(ms.Config, be, 1)
+	if err != nil {
+		return fmt.Errorf("model %s: %w", ms.Name, err)
+	}
+	m16, err := NewBF16WeightModel(ms.Config, be, 1)
+	if err != nil {
+		return fmt.Errorf("model %s, bf16 weights: %w", ms.Name, err)
+	}
+	var spent32, spent16 time.Duration
+	for round := 0; round < 3 || spent32 < opt.MinTime || spent16 < opt.MinTime; round++ {
+		t0 := time.Now()
+		tps, cpu, err := decodeCPU(m32, opt.DecodeTokens)
+		if err != nil {
+			return fmt.Errorf("model %s: decode: %w", ms.Name, err)
+		}
+		spent32 += time.Since(t0)
+		f.DecodeTokS, f.DecodeCPUs = max(f.DecodeTokS, tps), minPositive(f.DecodeCPUs, cpu)
+		t0 = time.Now()
+		if tps, cpu, err = decodeCPU(m16, opt.DecodeTokens); err != nil {
+			return fmt.Errorf("model %s, bf16 weights: decode: %w", ms.Name, err)
+		}
+		spent16 += time.Since(t0)
+		f.DecodeBF16TokS, f.DecodeBF16CPUs = max(f.DecodeBF16TokS, tps), minPositive(f.DecodeBF16CPUs, cpu)
+	}
 	return nil
 }
 
@@ -471,11 +491,14 @@ func measureModel(ms ModelSpec, opt *Options, step func(string)) (*ModelRow, err
 	defer fast.Finalize()
 	defer plain.Finalize()
 
-	if err := modelFigures(ms.Config, fast, opt, true, true, &row.Fast); err != nil {
+	// Decoding first, on fresh models: after the training step the heap
+	// holds its garbage and a collection may run during the short decode
+	// runs.
+	if err := measureDecode(ms, fast, opt, &row.Fast); err != nil {
 		return nil, fmt.Errorf("%s backend: %w", gocpu.BackendName, err)
 	}
-	if row.Fast.DecodeBF16TokS, err = decodeBF16(ms.Config, fast, opt); err != nil {
-		return nil, fmt.Errorf("%s backend, bf16 weights: %w", gocpu.BackendName, err)
+	if err := modelFigures(ms.Config, fast, opt, true, true, false, &row.Fast); err != nil {
+		return nil, fmt.Errorf("%s backend: %w", gocpu.BackendName, err)
 	}
 	step(ms.Name + " gocpu")
 	if opt.Profile || opt.ProfileShapes {
@@ -487,7 +510,7 @@ func measureModel(ms ModelSpec, opt *Options, step func(string)) (*ModelRow, err
 	// gradient of DotGeneral as a broadcast product, [8·255, 4096, 256]
 	// floats (8.5 GB) for the 4M model's output layer alone (gocpu rewrites
 	// it into products; docs/upstream/gomlx-dotgeneral-grad.md).
-	if err := modelFigures(ms.Config, plain, opt, opt.Plain, false, &row.Plain); err != nil {
+	if err := modelFigures(ms.Config, plain, opt, opt.Plain, false, true, &row.Plain); err != nil {
 		return nil, fmt.Errorf("go backend: %w", err)
 	}
 	step(ms.Name + " go")
@@ -503,9 +526,10 @@ func measureModel(ms ModelSpec, opt *Options, step func(string)) (*ModelRow, err
 	return row, nil
 }
 
-// modelFigures measures decode speed and, as asked, the forward pass and
-// the training step of a random model of cfg on backend be.
-func modelFigures(cfg *qwen.Config, be backends.Backend, opt *Options, forward, train bool, f *ModelFigures) error {
+// modelFigures measures, as asked, the forward pass, the training step
+// and the decode speed (best of three runs) of a random model of cfg on
+// backend be.
+func modelFigures(cfg *qwen.Config, be backends.Backend, opt *Options, forward, train, decode bool, f *ModelFigures) error {
 	m, err := qwen.NewRandom(cfg, be, 1)
 	if err != nil {
 		return err
@@ -549,6 +573,9 @@ func modelFigures(cfg *qwen.Config, be backends.Backend, opt *Options, forward, 
 			}
 		}
 		f.TrainStepS = time.Since(t0).Seconds() / float64(opt.Steps)
+	}
+	if !decode {
+		return nil
 	}
 	for range 3 { // best of three: decoding runs are short
 		tps, err := DecodeSpeed(m, 1, 64, opt.DecodeTokens)

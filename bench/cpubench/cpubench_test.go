@@ -185,13 +185,13 @@ func TestModelFiguresBothBackends(t *testing.T) {
 			if e != nil {
 				t.Fatal(e)
 			}
-			be, err = b, modelFigures(tinyConfig, b, &opt, true, true, &f)
+			be, err = b, modelFigures(tinyConfig, b, &opt, true, true, true, &f)
 		} else {
 			b, e := gocpu.New("")
 			if e != nil {
 				t.Fatal(e)
 			}
-			be, err = b, modelFigures(tinyConfig, b, &opt, true, true, &f)
+			be, err = b, modelFigures(tinyConfig, b, &opt, true, true, true, &f)
 		}
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -419,9 +419,9 @@ func TestLimits(t *testing.T) {
 	}
 }
 
-// TestProfileModel: the per-op profile of a tiny model's training step and
-// decode names the products and the fused kernels (the attention forward
-// and backward in training, its softmax in decoding, SwiGLU, RMSNorm's
+// TestProfileModel: the per-op profile of a tiny model's forward pass,
+// training step and decode names the products and the fused kernels (the
+// attention forward in the forward pass, forward and backward in training, its softmax in decoding, SwiGLU, RMSNorm's
 // gradient, the rotary embedding and its gradient) and counts one decode run's ops; with
 // ProfileShapes every row has its output size.
 func TestProfileModel(t *testing.T) {
@@ -432,7 +432,7 @@ func TestProfileModel(t *testing.T) {
 		if err := profileModel(tinyConfig, &opt, &row); err != nil {
 			t.Fatal(err)
 		}
-		for name, prof := range map[string][]gocpu.OpTime{"train": row.TrainProfile, "decode": row.DecodeProfile} {
+		for name, prof := range map[string][]gocpu.OpTime{"forward": row.ForwardProfile, "train": row.TrainProfile, "decode": row.DecodeProfile} {
 			found := map[string]bool{}
 			for _, p := range prof {
 				if p.Where == "gocpu" && p.Calls > 0 && p.Time > 0 {
@@ -445,7 +445,10 @@ func TestProfileModel(t *testing.T) {
 			// Training attends through the fused flash-style kernels;
 			// decoding (the KV-cache step graph) through the softmax.
 			want := []string{"DotGeneral", "Softmax", "MulSilu", "Rope"}
-			if name == "train" {
+			switch name {
+			case "forward":
+				want = []string{"DotGeneral", "Attention", "MulSilu", "Rope"}
+			case "train":
 				want = []string{"DotGeneral", "Attention", "AttentionGrad", "MulSilu", "SiluGradMul", "RMSNormGrad", "Rope", "RopeGrad"}
 			}
 			for _, op := range want {

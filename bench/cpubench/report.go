@@ -104,6 +104,7 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 		}
 	}
 	for _, m := range r.Models {
+		writeProfile(w, m.Name+", one forward pass", m.ForwardProfile, m.Fast.ForwardS, 1)
 		writeProfile(w, m.Name+", one training step", m.TrainProfile, m.Fast.TrainStepS, 1)
 		writeProfile(w, fmt.Sprintf("%s, batch-1 decode of %d tokens through the step graph", m.Name, m.DecodeProfileTokens), m.DecodeProfile, 0, m.DecodeProfileTokens)
 	}
