@@ -50,3 +50,21 @@ func ParallelFor(n, workers, align int, fn func(worker, lo, hi int)) {
 	}
 	wg.Wait()
 }
+
+// parallelCopyBytes is the size from which Copy splits a copy over workers.
+const parallelCopyBytes = 1 << 20
+
+// Copy is the built-in copy(dst, src) for float32s, split into contiguous
+// ranges (cache-line aligned) over up to workers goroutines (≤ 0:
+// GOMAXPROCS) when it moves at least 1 MiB: one core does not saturate
+// the memory bandwidth on a large copy such as a forward pass's logits
+// (2048 × 16384 floats, 134 MB). It returns the number of elements
+// copied, min(len(dst), len(src)).
+func Copy(dst, src []float32, workers int) int {
+	n := min(len(dst), len(src))
+	if 4*n < parallelCopyBytes {
+		return copy(dst, src)
+	}
+	ParallelFor(n, workers, 16, func(_, lo, hi int) { copy(dst[lo:hi], src[lo:hi]) })
+	return n
+}

@@ -331,7 +331,7 @@ func (m *Model) LogitsInto(dst []float32, ids, mask []int32, batch, seqLen int) 
 		return fmt.Errorf("logits: %w", err)
 	}
 	defer out.FinalizeAll()
-	return tensors.ConstFlatData(out, func(flat []float32) { copy(dst, flat) })
+	return tensors.ConstFlatData(out, func(flat []float32) { tensor.Copy(dst, flat, 0) })
 }
 
 // checkIDs rejects token ids outside the vocabulary (Gather would clamp
