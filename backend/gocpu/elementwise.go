@@ -484,6 +484,29 @@ func sqrtGo(dst, x []float32) {
 	}
 }
 
+// Cos implements backends.Builder: float32(cos(float64(x))) per element,
+// as simplego computes it, split over the workers (a training step's RoPE
+// tables are 131,072 angles).
+func (b *Builder) Cos(x backends.Op) (backends.Op, error) {
+	return b.unary(backends.OpTypeCos, x, func(d, x []float32) {
+		x = x[:len(d)]
+		for i, v := range x {
+			d[i] = float32(math.Cos(float64(v)))
+		}
+	}, func(sb backends.Builder, x backends.Op) (backends.Op, error) { return sb.Cos(x) })
+}
+
+// Sin implements backends.Builder: float32(sin(float64(x))) per element,
+// as simplego computes it (see Cos).
+func (b *Builder) Sin(x backends.Op) (backends.Op, error) {
+	return b.unary(backends.OpTypeSin, x, func(d, x []float32) {
+		x = x[:len(d)]
+		for i, v := range x {
+			d[i] = float32(math.Sin(float64(v)))
+		}
+	}, func(sb backends.Builder, x backends.Op) (backends.Op, error) { return sb.Sin(x) })
+}
+
 // Rsqrt implements backends.Builder.
 func (b *Builder) Rsqrt(x backends.Op) (backends.Op, error) {
 	return b.unary(backends.OpTypeRsqrt, x, func(d, x []float32) {

@@ -42,7 +42,7 @@ const ewProgParams = 6
 func randEWProg(r *rand.Rand, dims []int, nOps int) ewProg {
 	p := ewProg{dims: dims}
 	scalar := map[int]bool{4: true, 5: true}
-	unary := []string{"Neg", "Sqrt", "Rsqrt", "Exp", "Logistic"}
+	unary := []string{"Neg", "Sqrt", "Rsqrt", "Exp", "Logistic", "Cos", "Sin"}
 	binary := []string{"Add", "Sub", "Mul", "Div", "Add", "Mul"}
 	pick := func() int { // recent values more often
 		nv := ewProgParams + len(p.ops)
@@ -129,6 +129,10 @@ func (p ewProg) build(t *testing.T, be backends.Backend) backends.Executable {
 			v, err = bd.Exp(a)
 		case "Logistic":
 			v, err = bd.Logistic(a)
+		case "Cos":
+			v, err = bd.Cos(a)
+		case "Sin":
+			v, err = bd.Sin(a)
 		case "Add":
 			v, err = bd.Add(a, b)
 		case "Sub":

@@ -732,7 +732,7 @@ func TestPlainModeDelegatesEverything(t *testing.T) {
 }
 
 // TestPlanGroupsIndependentProducts builds a layer directly on the Builder:
-// n = cos(x); q, k, v = n·Wqᵀ, n·Wkᵀ, n·Wvᵀ; out = |max(q, k)·vᵀ| (cos,
+// n = tanh(x); q, k, v = n·Wqᵀ, n·Wkᵀ, n·Wvᵀ; out = |max(q, k)·vᵀ| (tanh,
 // max and abs run on simplego). The three projections share one stage, so
 // the plan is: segment, 3 products, segment, product, segment.
 func TestPlanGroupsIndependentProducts(t *testing.T) {
@@ -750,7 +750,7 @@ func TestPlanGroupsIndependentProducts(t *testing.T) {
 	for _, name := range []string{"wq", "wk", "wv"} {
 		ws = append(ws, must(bb.Parameter(name, f32(8, 8), nil)))
 	}
-	n := must(bb.Cos(x))
+	n := must(bb.Tanh(x))
 	var qkv []backends.Op
 	for _, w := range ws {
 		qkv = append(qkv, must(bb.DotGeneral(n, []int{1}, nil, w, []int{1}, nil)))

@@ -220,15 +220,6 @@ func (b *Builder) ConvertDType(x backends.Op, dtype dtypes.DType) (backends.Op, 
 	})
 }
 
-// Cos implements backends.Builder by recording the op for the pure-Go backend.
-func (b *Builder) Cos(x backends.Op) (backends.Op, error) {
-	var ins []backends.Op
-	ins = append(ins, x)
-	return b.record1(backends.OpTypeCos, ins, func(sb backends.Builder, in []backends.Op) (backends.Op, error) {
-		return sb.Cos(in[0])
-	})
-}
-
 // Equal implements backends.Builder by recording the op for the pure-Go backend.
 func (b *Builder) Equal(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
 	var ins []backends.Op
@@ -746,15 +737,6 @@ func (b *Builder) Sign(x backends.Op) (backends.Op, error) {
 	ins = append(ins, x)
 	return b.record1(backends.OpTypeSign, ins, func(sb backends.Builder, in []backends.Op) (backends.Op, error) {
 		return sb.Sign(in[0])
-	})
-}
-
-// Sin implements backends.Builder by recording the op for the pure-Go backend.
-func (b *Builder) Sin(x backends.Op) (backends.Op, error) {
-	var ins []backends.Op
-	ins = append(ins, x)
-	return b.record1(backends.OpTypeSin, ins, func(sb backends.Builder, in []backends.Op) (backends.Op, error) {
-		return sb.Sin(in[0])
 	})
 }
 

@@ -26,7 +26,7 @@ var handwritten = map[string]bool{
 	"DistributedSPMD": true, "DistributedAutoSharding": true, "DeviceAssignment": true,
 	"DotGeneral": true, "Dot": true, "DynamicSlice": true, "DynamicUpdateSlice": true, "Pad": true,
 	"ReduceSum": true, "ReduceMax": true, "Add": true, "Sub": true, "Mul": true, "Div": true,
-	"Exp": true, "Logistic": true, "Neg": true, "Sqrt": true, "Rsqrt": true,
+	"Exp": true, "Logistic": true, "Neg": true, "Sqrt": true, "Rsqrt": true, "Cos": true, "Sin": true,
 	"Transpose": true, "BroadcastInDim": true, "Where": true, "Reshape": true, "Gather": true,
 	"Identity": true, "Concatenate": true, "Slice": true, "ScatterSum": true,
 }
