@@ -308,15 +308,12 @@ func (w *attnScratch) forwardBlock(fwd, qs, bias []float32, rows []attnRow, b, j
 			}
 			clear(sr[c0:e0])
 			clear(sr[e1:])
-			x := sr[e0:e1]
-			mNew := max(w.mx[i], Max(x))
-			SubScalar(x, x, mNew)
-			Exp(x, x)
+			mNew, sum := attnSoftmax(sr[e0:e1], w.mx[i])
 			if alpha := float32(math.Exp(float64(w.mx[i] - mNew))); alpha != 1 {
 				w.l[i] *= alpha
 				vek32.MulNumber_Inplace(w.o[i*hPad:i*hPad+h], alpha)
 			}
-			w.l[i] += vek32.Sum(x)
+			w.l[i] += sum
 			w.mx[i] = mNew
 		}
 		// O += P·V, panel by panel over its chunks.
@@ -389,12 +386,7 @@ func (w *attnScratch) backwardBlock(grads, qs, dO, bias, fwd []float32, rows []a
 			clear(sr[e1:])
 			clear(dr[c0:e0])
 			clear(dr[e1:])
-			x, y := sr[e0:e1], dr[e0:e1]
-			SubScalar(x, x, w.mx[i])
-			Exp(x, x)
-			vek32.MulNumber_Inplace(x, w.l[i])
-			vek32.SubNumber_Inplace(y, w.d[i])
-			vek32.Mul_Inplace(y, x)
+			attnGrad(sr[e0:e1], dr[e0:e1], w.mx[i], w.l[i], w.d[i])
 		}
 		// Zeros in the union outside each panel's chunks: dKᵀ and dVᵀ of a
 		// chunk sum over every panel from the first to the last that

@@ -1,0 +1,222 @@
+// AVX2 row kernels of the attention tiles (attention_rows.go): the
+// softmax of one row of scores in place, and the probabilities and their
+// score gradient of one row of the backward, with expAVX2's e^x
+// (exp_amd64.s) inlined.
+
+#include "textflag.h"
+#include "avx2_amd64.h"
+
+// The constants of expAVX2 (exp_amd64.s's expc<>): the scalars broadcast
+// into registers, the polynomial's coefficients as 8-lane vectors read by
+// the FMAs (AVX2 has no embedded broadcast), which frees the registers
+// the row kernels need.
+DATA attnc<>+0(SB)/4, $0x3fb8aa3b  // log2(e)
+DATA attnc<>+4(SB)/4, $0x3f318000  // ln2 high part (0.693359375)
+DATA attnc<>+8(SB)/4, $0xb95e8083  // ln2 low part (-2.12194440e-4)
+DATA attnc<>+12(SB)/4, $0x42b20000 // 89: inputs above overflow to +Inf
+DATA attnc<>+16(SB)/4, $0xc2d00000 // lower clamp -104
+DATA attnc<>+20(SB)/4, $0x3f800000 // 1
+GLOBL attnc<>(SB), RODATA|NOPTR, $24
+
+#define POLY8(off, bits) \
+	DATA attnpoly<>+(off+0)(SB)/4, bits; \
+	DATA attnpoly<>+(off+4)(SB)/4, bits; \
+	DATA attnpoly<>+(off+8)(SB)/4, bits; \
+	DATA attnpoly<>+(off+12)(SB)/4, bits; \
+	DATA attnpoly<>+(off+16)(SB)/4, bits; \
+	DATA attnpoly<>+(off+20)(SB)/4, bits; \
+	DATA attnpoly<>+(off+24)(SB)/4, bits; \
+	DATA attnpoly<>+(off+28)(SB)/4, bits
+
+POLY8(0, $0x39500d01)   // 1/5040
+POLY8(32, $0x3ab60b61)  // 1/720
+POLY8(64, $0x3c088889)  // 1/120
+POLY8(96, $0x3d2aaaab)  // 1/24
+POLY8(128, $0x3e2aaaab) // 1/6
+POLY8(160, $0x3f000000) // 1/2
+GLOBL attnpoly<>(SB), RODATA|NOPTR, $192
+
+// attnmask<>+32−4·n holds the mask of the first n of 8 lanes (n ≤ 8).
+DATA attnmask<>+0(SB)/8, $0xffffffffffffffff
+DATA attnmask<>+8(SB)/8, $0xffffffffffffffff
+DATA attnmask<>+16(SB)/8, $0xffffffffffffffff
+DATA attnmask<>+24(SB)/8, $0xffffffffffffffff
+DATA attnmask<>+32(SB)/8, $0
+DATA attnmask<>+40(SB)/8, $0
+DATA attnmask<>+48(SB)/8, $0
+DATA attnmask<>+56(SB)/8, $0
+GLOBL attnmask<>(SB), RODATA|NOPTR, $64
+
+// EXPCONSTS loads the register constants of EXP8M into Y4–Y9.
+#define EXPCONSTS \
+	VBROADCASTSS attnc<>+0(SB), Y4; \
+	VBROADCASTSS attnc<>+4(SB), Y5; \
+	VBROADCASTSS attnc<>+8(SB), Y6; \
+	VBROADCASTSS attnc<>+12(SB), Y7; \
+	VBROADCASTSS attnc<>+16(SB), Y8; \
+	VBROADCASTSS attnc<>+20(SB), Y9
+
+// EXP8M sets Y3 = e^Y0 in 8 lanes (Y0–Y2 clobbered; Y4–Y9 from
+// EXPCONSTS): exp_amd64.s's EXP8, the same operations in the same order
+// (the coefficients read from memory instead of Y10–Y15), so the same
+// float32s as Exp.
+#define EXP8M \
+	VMINPS       Y0, Y7, Y0; \
+	VMAXPS       Y0, Y8, Y0; \
+	VMULPS       Y4, Y0, Y1; \
+	VROUNDPS     $0, Y1, Y1; \
+	VMOVAPS      Y0, Y2; \
+	VFNMADD231PS Y5, Y1, Y2; \
+	VFNMADD231PS Y6, Y1, Y2; \
+	VMOVUPS      attnpoly<>+0(SB), Y3; \
+	VFMADD213PS  attnpoly<>+32(SB), Y2, Y3; \
+	VFMADD213PS  attnpoly<>+64(SB), Y2, Y3; \
+	VFMADD213PS  attnpoly<>+96(SB), Y2, Y3; \
+	VFMADD213PS  attnpoly<>+128(SB), Y2, Y3; \
+	VFMADD213PS  attnpoly<>+160(SB), Y2, Y3; \
+	VFMADD213PS  Y9, Y2, Y3; \
+	VFMADD213PS  Y9, Y2, Y3; \
+	VCVTPS2DQ    Y1, Y1; \
+	VPSRAD       $1, Y1, Y0; \
+	VPSUBD       Y0, Y1, Y1; \
+	VPSLLD       $23, Y0, Y0; \
+	VPSLLD       $23, Y1, Y1; \
+	VPADDD       Y9, Y0, Y0; \
+	VPADDD       Y9, Y1, Y1; \
+	VMULPS       Y0, Y3, Y3; \
+	VMULPS       Y1, Y3, Y3
+
+// TAILMASK sets Y12 to the mask of the first DX (1…7) lanes (AX clobbered).
+#define TAILMASK \
+	LEAQ    attnmask<>+32(SB), AX; \
+	SHLQ    $2, DX; \
+	SUBQ    DX, AX; \
+	VMOVUPS (AX), Y12
+
+// func attnSoftmaxAVX2(x *float32, n int, mPrev float32) (m, sum float32)
+//
+// m = max(mPrev, x[0], …, x[n−1]) (n ≥ 1), then x[i] = e^(x[i] − m) and
+// sum = Σ x[i]: lane i mod 8 of one accumulator takes x[i] in the order
+// of i, the lanes folded by HSUM (attnSoftmaxGo's order). The maximum
+// takes 8 lanes (VMAXPS) and then the last n mod 8 one by one; a NaN among
+// the x may or may not reach m, but e^(NaN − m) makes the sum NaN either
+// way.
+TEXT ·attnSoftmaxAVX2(SB), NOSPLIT, $0-32
+	MOVQ         x+0(FP), SI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS mPrev+16(FP), Y10
+	MOVQ         SI, DI
+	MOVQ         CX, DX
+	CMPQ         DX, $8
+	JB           maxfold
+
+maxloop:
+	VMAXPS (DI), Y10, Y10
+	ADDQ   $32, DI
+	SUBQ   $8, DX
+	CMPQ   DX, $8
+	JAE    maxloop
+
+maxfold:
+	VEXTRACTF128 $1, Y10, X0
+	VMAXPS       X0, X10, X10
+	VMOVHLPS     X10, X0, X0
+	VMAXPS       X0, X10, X10
+	VMOVSHDUP    X10, X0
+	VMAXSS       X0, X10, X10
+	TESTQ        DX, DX
+	JZ           maxdone
+
+maxtail:
+	VMAXSS (DI), X10, X10
+	ADDQ   $4, DI
+	DECQ   DX
+	JNZ    maxtail
+
+maxdone:
+	VBROADCASTSS X10, Y10
+	EXPCONSTS
+	VXORPS       Y11, Y11, Y11
+	MOVQ         SI, DI
+	MOVQ         CX, DX
+	CMPQ         DX, $8
+	JB           exptail
+
+exploop:
+	VMOVUPS (DI), Y0
+	VSUBPS  Y10, Y0, Y0
+	EXP8M
+	VMOVUPS Y3, (DI)
+	VADDPS  Y3, Y11, Y11
+	ADDQ    $32, DI
+	SUBQ    $8, DX
+	CMPQ    DX, $8
+	JAE     exploop
+
+exptail:
+	TESTQ      DX, DX
+	JZ         done
+	TAILMASK
+	VMASKMOVPS (DI), Y12, Y0
+	VSUBPS     Y10, Y0, Y0
+	EXP8M
+	VANDPS     Y12, Y3, Y3
+	VMASKMOVPS Y3, Y12, (DI)
+	VADDPS     Y3, Y11, Y11
+
+done:
+	HSUM(Y11, X11, X0)
+	MOVSS X10, m+24(FP)
+	MOVSS X11, sum+28(FP)
+	VZEROUPPER
+	RET
+
+// func attnGradAVX2(p, ds *float32, n int, m, inv, d float32)
+//
+// p[i] = e^(p[i] − m)·inv and then ds[i] = (ds[i] − d)·p[i] for i < n
+// (n ≥ 1): the probabilities and the score gradient of one row of the
+// backward, each float32 operation IEEE (attnGradGo's).
+TEXT ·attnGradAVX2(SB), NOSPLIT, $0-36
+	MOVQ         p+0(FP), SI
+	MOVQ         ds+8(FP), DI
+	MOVQ         n+16(FP), DX
+	VBROADCASTSS m+24(FP), Y10
+	VBROADCASTSS inv+28(FP), Y11
+	VBROADCASTSS d+32(FP), Y13
+	EXPCONSTS
+	CMPQ         DX, $8
+	JB           gradtail
+
+gradloop:
+	VMOVUPS (SI), Y0
+	VSUBPS  Y10, Y0, Y0
+	EXP8M
+	VMULPS  Y11, Y3, Y3
+	VMOVUPS Y3, (SI)
+	VMOVUPS (DI), Y0
+	VSUBPS  Y13, Y0, Y0
+	VMULPS  Y3, Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	SUBQ    $8, DX
+	CMPQ    DX, $8
+	JAE     gradloop
+
+gradtail:
+	TESTQ      DX, DX
+	JZ         graddone
+	TAILMASK
+	VMASKMOVPS (SI), Y12, Y0
+	VSUBPS     Y10, Y0, Y0
+	EXP8M
+	VMULPS     Y11, Y3, Y3
+	VMASKMOVPS Y3, Y12, (SI)
+	VMASKMOVPS (DI), Y12, Y0
+	VSUBPS     Y13, Y0, Y0
+	VMULPS     Y3, Y0, Y0
+	VMASKMOVPS Y0, Y12, (DI)
+
+graddone:
+	VZEROUPPER
+	RET

@@ -1,0 +1,9 @@
+//go:build !amd64
+
+package tensor
+
+// attnSoftmax is attnSoftmaxGo off amd64.
+func attnSoftmax(x []float32, mPrev float32) (m, sum float32) { return attnSoftmaxGo(x, mPrev) }
+
+// attnGrad is attnGradGo off amd64.
+func attnGrad(p, ds []float32, m, inv, d float32) { attnGradGo(p, ds, m, inv, d) }
