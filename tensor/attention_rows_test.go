@@ -131,3 +131,54 @@ func BenchmarkAttnRowKernels(b *testing.B) {
 		}
 	})
 }
+
+// maskRowRef is maskRow by plain scans.
+func maskRowRef(row []float32) attnRow {
+	first, last := -1, -1
+	for s, x := range row {
+		if x > AttentionMaskedBias {
+			if first < 0 {
+				first = s
+			}
+			last = s
+		}
+	}
+	if first < 0 {
+		return attnRow{0, int32(len(row)), false}
+	}
+	zero := true
+	for _, x := range row[first : last+1] {
+		zero = zero && x == 0
+	}
+	return attnRow{int32(first), int32(last + 1), zero}
+}
+
+// TestMaskRow checks maskRow against plain scans over causal and padded
+// rows, NaNs (masked), −Inf, masked entries inside the range, random
+// biases and −0.
+func TestMaskRow(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	nan := float32(math.NaN())
+	for _, n := range []int{0, 1, 7, 8, 9, 15, 16, 17, 40, 100, 257} {
+		for trial := range 200 {
+			row := make([]float32, n)
+			lo, hi := rng.IntN(n+1), rng.IntN(n+1)
+			for s := range row {
+				switch {
+				case s < lo || s > hi:
+					row[s] = -1e30
+				case trial%4 == 1:
+					row[s] = float32(rng.NormFloat64())
+				case trial%4 == 2 && rng.IntN(4) == 0:
+					row[s] = float32(math.Copysign(0, -1))
+				}
+			}
+			if n > 0 && trial%5 == 3 {
+				row[rng.IntN(n)] = []float32{nan, -nan, float32(math.Inf(-1)), -1e29, -9.9e28}[rng.IntN(5)]
+			}
+			if got, want := maskRow(row), maskRowRef(row); got != want {
+				t.Fatalf("n %d trial %d: maskRow = %+v, want %+v (row %v)", n, trial, got, want, row)
+			}
+		}
+	}
+}

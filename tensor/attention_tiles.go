@@ -95,7 +95,8 @@ type attnScratch struct {
 	h, r     int
 	hPad, hm int // h rounded up to nr and to mr
 	sPad     int // S rounded up to nr
-	bq, ld   int // positions of a block; keys of a tile (the row stride of s, ds)
+	bq, bk   int // positions of a block, keys of a tile
+	ld       int // the row stride of s and ds: bk + nr, so that rows are not a multiple of 1 KiB apart (L1 set aliasing; within the noise on the 25M layer)
 
 	kp, vp, kr, vr []float32
 	q, do          []float32 // the block's rows [mPad, h], zero past m
@@ -113,7 +114,7 @@ type attnScratch struct {
 func (a *Attention) newScratch(ks *gemmKernelSet, backward bool) *attnScratch {
 	h := a.HeadDim
 	bq, bk := a.tiles(ks)
-	w := &attnScratch{a: a, ks: ks, mr: ks.mr, nr: ks.nr, h: h, r: a.groups(), bq: bq, ld: bk}
+	w := &attnScratch{a: a, ks: ks, mr: ks.mr, nr: ks.nr, h: h, r: a.groups(), bq: bq, bk: bk, ld: bk + ks.nr}
 	w.hPad, w.hm, w.sPad = roundUp(h, w.nr), roundUp(h, w.mr), roundUp(a.S, w.nr)
 	mPad := roundUp(bq*w.r, w.mr)
 	w.kp = make([]float32, w.sPad*h)
@@ -290,8 +291,8 @@ func (w *attnScratch) forwardBlock(fwd, qs, bias []float32, rows []attnRow, b, j
 		w.mx[i], w.l[i] = float32(math.Inf(-1)), 0
 	}
 	lo, hi := w.blockKeys(rows, b, t0, t1)
-	for s0 := lo / ld * ld; s0 < hi; s0 += ld {
-		s1 := min(a.S, s0+ld)
+	for s0 := lo / w.bk * w.bk; s0 < hi; s0 += w.bk {
+		s1 := min(a.S, s0+w.bk)
 		np := w.panelChunks(rows, b, t0, m, s0, s1)
 		w.products(w.s, w.qp, w.kp, np, s0)
 		for i := range m {
@@ -309,7 +310,8 @@ func (w *attnScratch) forwardBlock(fwd, qs, bias []float32, rows []attnRow, b, j
 			clear(sr[c0:e0])
 			clear(sr[e1:])
 			mNew, sum := attnSoftmax(sr[e0:e1], w.mx[i])
-			if alpha := float32(math.Exp(float64(w.mx[i] - mNew))); alpha != 1 {
+			// The row's first keys: o and l are still zero.
+			if alpha := float32(math.Exp(float64(w.mx[i] - mNew))); alpha != 1 && w.mx[i] != float32(math.Inf(-1)) {
 				w.l[i] *= alpha
 				vek32.MulNumber_Inplace(w.o[i*hPad:i*hPad+h], alpha)
 			}
@@ -357,13 +359,13 @@ func (w *attnScratch) backwardBlock(grads, qs, dO, bias, fwd []float32, rows []a
 	}
 	clear(w.o[:mPad*hPad])
 	lo, hi := w.blockKeys(rows, b, t0, t1)
-	for s0 := lo / ld * ld; s0 < hi; s0 += ld {
-		s1 := min(a.S, s0+ld)
+	for s0 := lo / w.bk * w.bk; s0 < hi; s0 += w.bk {
+		s1 := min(a.S, s0+w.bk)
 		np := w.panelChunks(rows, b, t0, m, s0, s1)
 		w.products(w.s, w.qp, w.kp, np, s0)
 		w.products(w.ds, w.dop, w.vp, np, s0)
 		// P = e^(s − m)/l, dS = P ⊙ (dP − D) over each row's keys.
-		u0, u1 := ld, 0 // the union of the panels' chunks
+		u0, u1 := w.bk, 0 // the union of the panels' chunks
 		for p := range np {
 			if w.lo[p] < w.hi[p] {
 				u0, u1 = min(u0, w.lo[p]), max(u1, w.hi[p])
