@@ -19,6 +19,7 @@ import (
 //
 //	kp, vp  K and V as nr-key panels of depth h (B of S = Q·Kᵀ, dP = dO·Vᵀ)
 //	kr, vr  K and V as rows [S, h] padded to nr features (B of dQ = dS·K, O = P·V)
+//	        (the forward packs kp and vr, the backward kp, vp and kr)
 //
 // and per block: qp, dop (Q and dO as mr-row panels of depth h: A of S and
 // dP) and qt, dot (Qᵀ and dOᵀ as mr-feature panels of depth the block's
@@ -118,7 +119,6 @@ func (a *Attention) newScratch(ks *gemmKernelSet, backward bool) *attnScratch {
 	w.hPad, w.hm, w.sPad = roundUp(h, w.nr), roundUp(h, w.mr), roundUp(a.S, w.nr)
 	mPad := roundUp(bq*w.r, w.mr)
 	w.kp = make([]float32, w.sPad*h)
-	w.vr = make([]float32, w.sPad*w.hPad)
 	w.q = make([]float32, mPad*h)
 	w.qp = make([]float32, mPad*h)
 	w.s = make([]float32, mPad*w.ld)
@@ -126,6 +126,9 @@ func (a *Attention) newScratch(ks *gemmKernelSet, backward bool) *attnScratch {
 	w.o = make([]float32, mPad*w.hPad)
 	w.mx = make([]float32, mPad)
 	w.l = make([]float32, mPad)
+	if !backward {
+		w.vr = make([]float32, w.sPad*w.hPad)
+	}
 	w.tmp = make([]float32, max(h, mPad, w.nr, w.ld))
 	w.lo = make([]int, mPad/w.mr)
 	w.hi = make([]int, mPad/w.mr)
@@ -154,16 +157,18 @@ func (w *attnScratch) micro(k int, a, b []float32, ldb int, c []float32, ldc int
 	w.ks.micro(k, a, b, ldb, c, ldc, acc)
 }
 
-// packKV packs K and V of (b, j): kp (and vp for the backward) as nr-key
-// panels of depth h, vr (and kr) as rows padded to hPad features and sPad
-// keys with zeros.
+// packKV packs K and V of (b, j): kp as nr-key panels of depth h, and vr
+// (the forward's) as rows padded to hPad features and sPad keys with
+// zeros, or vp and kr (the backward's) likewise.
 func (w *attnScratch) packKV(k, v []float32, b, j int) {
 	a, h := w.a, w.h
 	kv := a.KVHeads
 	base := (b*a.S*kv + j) * h
 	kop, vop := Operand{F32: k}, Operand{F32: v}
 	packPanels(w.kp, &kop, base, kv*h, 1, a.S, h, w.nr, w.tmp, w.ks)
-	rowsPadded(w.vr, v, base, kv*h, a.S, h, w.hPad, w.sPad)
+	if w.vr != nil {
+		rowsPadded(w.vr, v, base, kv*h, a.S, h, w.hPad, w.sPad)
+	}
 	if w.vp != nil {
 		packPanels(w.vp, &vop, base, kv*h, 1, a.S, h, w.nr, w.tmp, w.ks)
 		rowsPadded(w.kr, k, base, kv*h, a.S, h, w.hPad, w.sPad)
