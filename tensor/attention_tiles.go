@@ -90,14 +90,17 @@ func maskRow(row []float32) attnRow {
 
 // attnScratch is one worker's operands and buffers (sizes in newScratch).
 type attnScratch struct {
-	a        *Attention
-	ks       *gemmKernelSet
-	mr, nr   int
-	h, r     int
-	hPad, hm int // h rounded up to nr and to mr
-	sPad     int // S rounded up to nr
-	bq, bk   int // positions of a block, keys of a tile
-	ld       int // the row stride of s and ds: bk + nr, so that rows are not a multiple of 1 KiB apart (L1 set aliasing; within the noise on the 25M layer)
+	a  *Attention
+	ks *gemmKernelSet
+	// microRows is ks.micro with A read from mr rows lda apart (nil: A
+	// is transposed into ap first).
+	microRows func(k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, acc bool)
+	mr, nr    int
+	h, r      int
+	hPad, hm  int // h rounded up to nr and to mr
+	sPad      int // S rounded up to nr
+	bq, bk    int // positions of a block, keys of a tile
+	ld        int // the row stride of s and ds: bk + nr, so that rows are not a multiple of 1 KiB apart (L1 set aliasing; within the noise on the 25M layer)
 
 	kp, vp, kr, vr []float32
 	q, do          []float32 // the block's rows [mPad, h], zero past m
@@ -115,7 +118,8 @@ type attnScratch struct {
 func (a *Attention) newScratch(ks *gemmKernelSet, backward bool) *attnScratch {
 	h := a.HeadDim
 	bq, bk := a.tiles(ks)
-	w := &attnScratch{a: a, ks: ks, mr: ks.mr, nr: ks.nr, h: h, r: a.groups(), bq: bq, bk: bk, ld: bk + ks.nr}
+	w := &attnScratch{a: a, ks: ks, mr: ks.mr, nr: ks.nr, h: h, r: a.groups(), bq: bq, bk: bk, ld: bk + ks.nr,
+		microRows: attnMicroRows(ks)}
 	w.hPad, w.hm, w.sPad = roundUp(h, w.nr), roundUp(h, w.mr), roundUp(a.S, w.nr)
 	mPad := roundUp(bq*w.r, w.mr)
 	w.kp = make([]float32, w.sPad*h)
@@ -260,6 +264,31 @@ func (w *attnScratch) rowKeys(sr, bias []float32, ri attnRow, b, t, s0, c0, c1 i
 	return e0, e1
 }
 
+// panelTimes adds, for panel p of x (rows p·mr + i, i < mr, of a tile of
+// P or dS) over its chunks [c0, c1), Σ_c x[(p·mr + i)·ld + c0 + c] ·
+// rows[(s0 + c0 + c)·hPad + f] to w.o[(p·mr + i)·hPad + f] for f < hPad:
+// O += P·V with rows = vr, dQs += dS·K with rows = kr.
+func (w *attnScratch) panelTimes(x []float32, p, c0, c1 int, rows []float32, s0 int) {
+	mr, nr, hPad, ld := w.mr, w.nr, w.hPad, w.ld
+	k := c1 - c0
+	a := x[p*mr*ld+c0:]
+	if w.microRows == nil {
+		w.transposePanel(x, p, c0, c1)
+	} else {
+		_ = a[(mr-1)*ld+k-1]
+	}
+	for f := 0; f < hPad; f += nr {
+		b, c := rows[(s0+c0)*hPad+f:], w.o[p*mr*hPad+f:]
+		if w.microRows == nil {
+			w.micro(k, w.ap, b, hPad, c, hPad, true)
+			continue
+		}
+		_ = b[(k-1)*hPad+nr-1]
+		_ = c[(mr-1)*hPad+nr-1]
+		w.microRows(k, a, ld, b, hPad, c, hPad, true)
+	}
+}
+
 // transposePanel writes w.ap[c·mr + i] = x[(p·mr + i)·ld + c0 + c] for
 // c < c1 − c0: panel p of x as the A operand of a product over keys.
 func (w *attnScratch) transposePanel(x []float32, p, c0, c1 int) {
@@ -287,7 +316,7 @@ func transposeInto(ks *gemmKernelSet, dst []float32, ldd int, src []float32, lds
 // forwardBlock computes o, m and l of the rows of positions t0 ≤ t < t1
 // of (b, j) into fwd.
 func (w *attnScratch) forwardBlock(fwd, qs, bias []float32, rows []attnRow, b, j, t0, t1 int) {
-	a, ks, mr, nr, h, hPad, ld, r := w.a, w.ks, w.mr, w.nr, w.h, w.hPad, w.ld, w.r
+	a, ks, mr, h, hPad, ld, r := w.a, w.ks, w.mr, w.h, w.hPad, w.ld, w.r
 	m := w.loadBlock(w.q, qs, b, j, t0, t1)
 	qop := RowMajor(w.q, m, h)
 	packPanels(w.qp, &qop, 0, h, 1, m, h, mr, w.tmp, ks)
@@ -329,10 +358,7 @@ func (w *attnScratch) forwardBlock(fwd, qs, bias []float32, rows []attnRow, b, j
 			if c0 >= c1 {
 				continue
 			}
-			w.transposePanel(w.s, p, c0, c1)
-			for f := 0; f < hPad; f += nr {
-				w.micro(c1-c0, w.ap, w.vr[(s0+c0)*hPad+f:], hPad, w.o[p*mr*hPad+f:], hPad, true)
-			}
+			w.panelTimes(w.s, p, c0, c1, w.vr, s0)
 		}
 	}
 	base := ((b*a.KVHeads+j)*a.T + t0) * r * (h + 2)
@@ -436,10 +462,7 @@ func (w *attnScratch) backwardBlock(grads, qs, dO, bias, fwd []float32, rows []a
 			if c0 >= c1 {
 				continue
 			}
-			w.transposePanel(w.ds, p, c0, c1)
-			for f := 0; f < hPad; f += nr {
-				w.micro(c1-c0, w.ap, w.kr[(s0+c0)*hPad+f:], hPad, w.o[p*mr*hPad+f:], hPad, true)
-			}
+			w.panelTimes(w.ds, p, c0, c1, w.kr, s0)
 		}
 	}
 	gbase := (b*a.KVHeads + j) * a.T * (r + 2) * h
