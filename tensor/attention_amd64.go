@@ -27,16 +27,16 @@ func attnGrad(p, ds []float32, m, inv, d float32) {
 }
 
 //go:noescape
-func sgemm6x16RowsAVX2(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc bool)
+func sgemm6x16StridedAVX2(k int, a *float32, rs, ps int, b *float32, ldb int, c *float32, ldc int, acc bool)
 
-// attnMicroRows returns, for the AVX2 GEMM set, its micro-kernel with A
-// read in place from mr rows lda apart (sgemm6x16RowsAVX2); nil for the
-// other sets, which transpose A into a panel first.
-func attnMicroRows(ks *gemmKernelSet) func(k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, acc bool) {
+// attnStrided returns, for the AVX2 GEMM set, its micro-kernel with A's
+// element (i, p) read in place at a[i·rs + p·ps] (sgemm6x16StridedAVX2);
+// nil for the other sets, whose tiles pack A into panels.
+func attnStrided(ks *gemmKernelSet) func(k int, a []float32, rs, ps int, b []float32, ldb int, c []float32, ldc int, acc bool) {
 	if ks.name != "avx2" {
 		return nil
 	}
-	return func(k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, acc bool) {
-		sgemm6x16RowsAVX2(k, &a[0], lda, &b[0], ldb, &c[0], ldc, acc)
+	return func(k int, a []float32, rs, ps int, b []float32, ldb int, c []float32, ldc int, acc bool) {
+		sgemm6x16StridedAVX2(k, &a[0], rs, ps, &b[0], ldb, &c[0], ldc, acc)
 	}
 }

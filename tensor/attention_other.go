@@ -8,7 +8,7 @@ func attnSoftmax(x []float32, mPrev float32) (m, sum float32) { return attnSoftm
 // attnGrad is attnGradGo off amd64.
 func attnGrad(p, ds []float32, m, inv, d float32) { attnGradGo(p, ds, m, inv, d) }
 
-// attnMicroRows is nil off amd64: the tiles transpose A into a panel.
-func attnMicroRows(ks *gemmKernelSet) func(k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, acc bool) {
+// attnStrided is nil off amd64: the tiles pack A into panels.
+func attnStrided(ks *gemmKernelSet) func(k int, a []float32, rs, ps int, b []float32, ldb int, c []float32, ldc int, acc bool) {
 	return nil
 }

@@ -90,20 +90,21 @@ func maskRow(row []float32) attnRow {
 
 // attnScratch is one worker's operands and buffers (sizes in newScratch).
 type attnScratch struct {
-	a  *Attention
-	ks *gemmKernelSet
-	// microRows is ks.micro with A read from mr rows lda apart (nil: A
-	// is transposed into ap first).
-	microRows func(k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, acc bool)
-	mr, nr    int
-	h, r      int
-	hPad, hm  int // h rounded up to nr and to mr
-	sPad      int // S rounded up to nr
-	bq, bk    int // positions of a block, keys of a tile
-	ld        int // the row stride of s and ds: bk + nr, so that rows are not a multiple of 1 KiB apart (L1 set aliasing; within the noise on the 25M layer)
+	a        *Attention
+	ks       *gemmKernelSet
+	mr, nr   int
+	h, r     int
+	hPad, hm int // h rounded up to nr and to mr
+	sPad     int // S rounded up to nr
+	bq, bk   int // positions of a block, keys of a tile
+	ld       int // the row stride of s and ds: bk + nr, so that rows are not a multiple of 1 KiB apart (L1 set aliasing; within the noise on the 25M layer)
+	// strided is ks.micro with A's element (i, p) read in place at
+	// a[i·rs + p·ps] (attnStrided; nil: A is packed into panels, the
+	// buffers qp, dop, qt, dot and ap).
+	strided func(k int, a []float32, rs, ps int, b []float32, ldb int, c []float32, ldc int, acc bool)
 
 	kp, vp, kr, vr []float32
-	q, do          []float32 // the block's rows [mPad, h], zero past m
+	q, do          []float32 // the block's rows [mPad, h], zero past m (and mr floats of slack)
 	qp, dop        []float32 // mr-row panels of q, do
 	qt, dot        []float32 // mr-feature panels of q, do (depth mPad)
 	s, ds          []float32 // scores → P, dP → dS of one tile [mPad, ld]
@@ -119,14 +120,18 @@ func (a *Attention) newScratch(ks *gemmKernelSet, backward bool) *attnScratch {
 	h := a.HeadDim
 	bq, bk := a.tiles(ks)
 	w := &attnScratch{a: a, ks: ks, mr: ks.mr, nr: ks.nr, h: h, r: a.groups(), bq: bq, bk: bk, ld: bk + ks.nr,
-		microRows: attnMicroRows(ks)}
+		strided: attnStrided(ks)}
 	w.hPad, w.hm, w.sPad = roundUp(h, w.nr), roundUp(h, w.mr), roundUp(a.S, w.nr)
 	mPad := roundUp(bq*w.r, w.mr)
+	packed := w.strided == nil
 	w.kp = make([]float32, w.sPad*h)
-	w.q = make([]float32, mPad*h)
-	w.qp = make([]float32, mPad*h)
+	// The slack: the last panel of features (from hm − mr) of the last row.
+	w.q = make([]float32, mPad*h+w.mr)
 	w.s = make([]float32, mPad*w.ld)
-	w.ap = make([]float32, w.mr*w.ld)
+	if packed {
+		w.qp = make([]float32, mPad*h)
+		w.ap = make([]float32, w.mr*w.ld)
+	}
 	w.o = make([]float32, mPad*w.hPad)
 	w.mx = make([]float32, mPad)
 	w.l = make([]float32, mPad)
@@ -139,10 +144,12 @@ func (a *Attention) newScratch(ks *gemmKernelSet, backward bool) *attnScratch {
 	if backward {
 		w.vp = make([]float32, w.sPad*h)
 		w.kr = make([]float32, w.sPad*w.hPad)
-		w.do = make([]float32, mPad*h)
-		w.dop = make([]float32, mPad*h)
-		w.qt = make([]float32, w.hm*mPad)
-		w.dot = make([]float32, w.hm*mPad)
+		w.do = make([]float32, mPad*h+w.mr)
+		if packed {
+			w.dop = make([]float32, mPad*h)
+			w.qt = make([]float32, w.hm*mPad)
+			w.dot = make([]float32, w.hm*mPad)
+		}
 		w.ds = make([]float32, mPad*w.ld)
 		w.d = make([]float32, mPad)
 		w.dkt = make([]float32, w.hm*w.sPad)
@@ -151,14 +158,41 @@ func (a *Attention) newScratch(ks *gemmKernelSet, backward bool) *attnScratch {
 	return w
 }
 
-// micro runs the kernel set's micro-kernel, C[i·ldc + j] (+)= Σ_{p<k}
-// a[p·mr + i]·b[p·ldb + j] for i < mr, j < nr, after checking that the
-// slices hold every element it touches.
-func (w *attnScratch) micro(k int, a, b []float32, ldb int, c []float32, ldc int, acc bool) {
-	_ = a[k*w.mr-1]
+// mul runs C[i·ldc + j] (+)= Σ_{p<k} a[i·rs + p·ps]·b[p·ldb + j] for
+// i < mr, j < nr (k ≥ 1) after checking that the slices hold every element
+// it touches: the kernel set's micro-kernel on a packed panel (rs = 1,
+// ps = mr), w.strided on any other layout.
+func (w *attnScratch) mul(k int, a []float32, rs, ps int, b []float32, ldb int, c []float32, ldc int, acc bool) {
+	_ = a[(w.mr-1)*rs+(k-1)*ps]
 	_ = b[(k-1)*ldb+w.nr-1]
 	_ = c[(w.mr-1)*ldc+w.nr-1]
-	w.ks.micro(k, a, b, ldb, c, ldc, acc)
+	if rs == 1 && ps == w.mr {
+		w.ks.micro(k, a, b, ldb, c, ldc, acc)
+		return
+	}
+	w.strided(k, a, rs, ps, b, ldb, c, ldc, acc)
+}
+
+// rowPanel returns A = panel p (rows p·mr + i, i < mr) of the block's
+// rows x (q or do, [mPad, h]) over the features, with its strides: in
+// place, or from xp (their panels) when the tiles pack.
+func (w *attnScratch) rowPanel(x, xp []float32, p int) (a []float32, rs, ps int) {
+	if w.strided != nil {
+		return x[p*w.mr*w.h:], w.h, 1
+	}
+	return xp[p*w.mr*w.h:], 1, w.mr
+}
+
+// featurePanel returns A = the features f ≤ i < f + mr of the block's
+// rows x (q or do) from row q0 on, rows as the depth, with its strides:
+// in place (features past h read the next row's, whose products are not
+// stored; x has mr floats of slack), or from xt (their panels, depth mPad)
+// when the tiles pack.
+func (w *attnScratch) featurePanel(x, xt []float32, f, q0, mPad int) (a []float32, rs, ps int) {
+	if w.strided != nil {
+		return x[f+q0*w.h:], 1, w.h
+	}
+	return xt[f*mPad+q0*w.mr:], 1, w.mr
 }
 
 // packKV packs K and V of (b, j): kp as nr-key panels of depth h, and vr
@@ -236,14 +270,15 @@ func (w *attnScratch) panelChunks(rows []attnRow, b, t0, m, s0, s1 int) (np int)
 	return np
 }
 
-// products writes dst[(p·mr + i)·ld + c] = Σ_f ap[p](f, i)·bp(s0 + c, f)
-// over each panel's chunks: a (mr-row panels of depth h) against the
-// nr-key panels bp of K or V.
-func (w *attnScratch) products(dst, ap, bp []float32, np, s0 int) {
+// products writes dst[(p·mr + i)·ld + c] = Σ_f x(p·mr + i, f)·bp(s0 + c, f)
+// over each panel's chunks: the block's rows x (q or do; xp their panels
+// when the tiles pack) against the nr-key panels bp of K or V.
+func (w *attnScratch) products(dst, x, xp, bp []float32, np, s0 int) {
 	mr, nr, h, ld := w.mr, w.nr, w.h, w.ld
 	for p := range np {
+		a, rs, ps := w.rowPanel(x, xp, p)
 		for c := w.lo[p]; c < w.hi[p]; c += nr {
-			w.micro(h, ap[p*mr*h:], bp[(s0+c)*h:], nr, dst[p*mr*ld+c:], ld, false)
+			w.mul(h, a, rs, ps, bp[(s0+c)*h:], nr, dst[p*mr*ld+c:], ld, false)
 		}
 	}
 }
@@ -270,22 +305,13 @@ func (w *attnScratch) rowKeys(sr, bias []float32, ri attnRow, b, t, s0, c0, c1 i
 // O += P·V with rows = vr, dQs += dS·K with rows = kr.
 func (w *attnScratch) panelTimes(x []float32, p, c0, c1 int, rows []float32, s0 int) {
 	mr, nr, hPad, ld := w.mr, w.nr, w.hPad, w.ld
-	k := c1 - c0
-	a := x[p*mr*ld+c0:]
-	if w.microRows == nil {
+	a, rs, ps := x[p*mr*ld+c0:], ld, 1
+	if w.strided == nil {
 		w.transposePanel(x, p, c0, c1)
-	} else {
-		_ = a[(mr-1)*ld+k-1]
+		a, rs, ps = w.ap, 1, mr
 	}
 	for f := 0; f < hPad; f += nr {
-		b, c := rows[(s0+c0)*hPad+f:], w.o[p*mr*hPad+f:]
-		if w.microRows == nil {
-			w.micro(k, w.ap, b, hPad, c, hPad, true)
-			continue
-		}
-		_ = b[(k-1)*hPad+nr-1]
-		_ = c[(mr-1)*hPad+nr-1]
-		w.microRows(k, a, ld, b, hPad, c, hPad, true)
+		w.mul(c1-c0, a, rs, ps, rows[(s0+c0)*hPad+f:], hPad, w.o[p*mr*hPad+f:], hPad, true)
 	}
 }
 
@@ -318,8 +344,10 @@ func transposeInto(ks *gemmKernelSet, dst []float32, ldd int, src []float32, lds
 func (w *attnScratch) forwardBlock(fwd, qs, bias []float32, rows []attnRow, b, j, t0, t1 int) {
 	a, ks, mr, h, hPad, ld, r := w.a, w.ks, w.mr, w.h, w.hPad, w.ld, w.r
 	m := w.loadBlock(w.q, qs, b, j, t0, t1)
-	qop := RowMajor(w.q, m, h)
-	packPanels(w.qp, &qop, 0, h, 1, m, h, mr, w.tmp, ks)
+	if w.strided == nil {
+		qop := RowMajor(w.q, m, h)
+		packPanels(w.qp, &qop, 0, h, 1, m, h, mr, w.tmp, ks)
+	}
 	clear(w.o[:roundUp(m, mr)*hPad])
 	for i := range m {
 		w.mx[i], w.l[i] = float32(math.Inf(-1)), 0
@@ -328,7 +356,7 @@ func (w *attnScratch) forwardBlock(fwd, qs, bias []float32, rows []attnRow, b, j
 	for s0 := lo / w.bk * w.bk; s0 < hi; s0 += w.bk {
 		s1 := min(a.S, s0+w.bk)
 		np := w.panelChunks(rows, b, t0, m, s0, s1)
-		w.products(w.s, w.qp, w.kp, np, s0)
+		w.products(w.s, w.q, w.qp, w.kp, np, s0)
 		for i := range m {
 			c0, c1 := w.lo[i/mr], w.hi[i/mr]
 			if c0 >= c1 {
@@ -376,12 +404,14 @@ func (w *attnScratch) backwardBlock(grads, qs, dO, bias, fwd []float32, rows []a
 	m := w.loadBlock(w.q, qs, b, j, t0, t1)
 	w.loadBlock(w.do, dO, b, j, t0, t1)
 	mPad := roundUp(m, mr)
-	qop, dop := RowMajor(w.q, mPad, h), RowMajor(w.do, mPad, h)
-	packPanels(w.qp, &qop, 0, h, 1, m, h, mr, w.tmp, ks)
-	packPanels(w.dop, &dop, 0, h, 1, m, h, mr, w.tmp, ks)
-	// Features as rows (stride 1), rows as depth (stride h).
-	packPanels(w.qt, &qop, 0, 1, h, h, mPad, mr, w.tmp, ks)
-	packPanels(w.dot, &dop, 0, 1, h, h, mPad, mr, w.tmp, ks)
+	if w.strided == nil {
+		qop, dop := RowMajor(w.q, mPad, h), RowMajor(w.do, mPad, h)
+		packPanels(w.qp, &qop, 0, h, 1, m, h, mr, w.tmp, ks)
+		packPanels(w.dop, &dop, 0, h, 1, m, h, mr, w.tmp, ks)
+		// Features as rows (stride 1), rows as depth (stride h).
+		packPanels(w.qt, &qop, 0, 1, h, h, mPad, mr, w.tmp, ks)
+		packPanels(w.dot, &dop, 0, 1, h, h, mPad, mr, w.tmp, ks)
+	}
 	fbase := ((b*a.KVHeads+j)*a.T + t0) * r * (h + 2)
 	for i := range m {
 		f := fwd[fbase+i*(h+2) : fbase+(i+1)*(h+2)]
@@ -393,8 +423,8 @@ func (w *attnScratch) backwardBlock(grads, qs, dO, bias, fwd []float32, rows []a
 	for s0 := lo / w.bk * w.bk; s0 < hi; s0 += w.bk {
 		s1 := min(a.S, s0+w.bk)
 		np := w.panelChunks(rows, b, t0, m, s0, s1)
-		w.products(w.s, w.qp, w.kp, np, s0)
-		w.products(w.ds, w.dop, w.vp, np, s0)
+		w.products(w.s, w.q, w.qp, w.kp, np, s0)
+		w.products(w.ds, w.do, w.dop, w.vp, np, s0)
 		// P = e^(s − m)/l, dS = P ⊙ (dP − D) over each row's keys.
 		u0, u1 := w.bk, 0 // the union of the panels' chunks
 		for p := range np {
@@ -452,8 +482,10 @@ func (w *attnScratch) backwardBlock(grads, qs, dO, bias, fwd []float32, rows []a
 			}
 			q0, q1 := pf*mr, (pl+1)*mr
 			for f := 0; f < w.hm; f += mr {
-				w.micro(q1-q0, w.dot[f*mPad+q0*mr:], w.s[q0*ld+c:], ld, w.dvt[f*w.sPad+s0+c:], w.sPad, true)
-				w.micro(q1-q0, w.qt[f*mPad+q0*mr:], w.ds[q0*ld+c:], ld, w.dkt[f*w.sPad+s0+c:], w.sPad, true)
+				a, rs, ps := w.featurePanel(w.do, w.dot, f, q0, mPad)
+				w.mul(q1-q0, a, rs, ps, w.s[q0*ld+c:], ld, w.dvt[f*w.sPad+s0+c:], w.sPad, true)
+				a, rs, ps = w.featurePanel(w.q, w.qt, f, q0, mPad)
+				w.mul(q1-q0, a, rs, ps, w.ds[q0*ld+c:], ld, w.dkt[f*w.sPad+s0+c:], w.sPad, true)
 			}
 		}
 		// dQs += dS·K, panel by panel over its chunks.
