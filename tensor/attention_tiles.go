@@ -299,19 +299,34 @@ func (w *attnScratch) rowKeys(sr, bias []float32, ri attnRow, b, t, s0, c0, c1 i
 	return e0, e1
 }
 
-// panelTimes adds, for panel p of x (rows p·mr + i, i < mr, of a tile of
-// P or dS) over its chunks [c0, c1), Σ_c x[(p·mr + i)·ld + c0 + c] ·
-// rows[(s0 + c0 + c)·hPad + f] to w.o[(p·mr + i)·hPad + f] for f < hPad:
-// O += P·V with rows = vr, dQs += dS·K with rows = kr.
-func (w *attnScratch) panelTimes(x []float32, p, c0, c1 int, rows []float32, s0 int) {
+// tileTimes adds, for each of the np panels p of x (rows p·mr + i,
+// i < mr, of a tile of P or dS) over its chunks [c0, c1),
+// Σ_c x[(p·mr + i)·ld + c0 + c] · rows[(s0 + c0 + c)·hPad + f] to
+// w.o[(p·mr + i)·hPad + f] for f < hPad: O += P·V with rows = vr,
+// dQs += dS·K with rows = kr. Read in place, 16 features of rows (one
+// column of B tiles, ≤ 16 KiB) at a time over every panel; packed, each
+// panel is transposed once and then runs every feature.
+func (w *attnScratch) tileTimes(x []float32, np int, rows []float32, s0 int) {
 	mr, nr, hPad, ld := w.mr, w.nr, w.hPad, w.ld
-	a, rs, ps := x[p*mr*ld+c0:], ld, 1
 	if w.strided == nil {
-		w.transposePanel(x, p, c0, c1)
-		a, rs, ps = w.ap, 1, mr
+		for p := range np {
+			c0, c1 := w.lo[p], w.hi[p]
+			if c0 >= c1 {
+				continue
+			}
+			w.transposePanel(x, p, c0, c1)
+			for f := 0; f < hPad; f += nr {
+				w.mul(c1-c0, w.ap, 1, mr, rows[(s0+c0)*hPad+f:], hPad, w.o[p*mr*hPad+f:], hPad, true)
+			}
+		}
+		return
 	}
 	for f := 0; f < hPad; f += nr {
-		w.mul(c1-c0, a, rs, ps, rows[(s0+c0)*hPad+f:], hPad, w.o[p*mr*hPad+f:], hPad, true)
+		for p := range np {
+			if c0, c1 := w.lo[p], w.hi[p]; c0 < c1 {
+				w.mul(c1-c0, x[p*mr*ld+c0:], ld, 1, rows[(s0+c0)*hPad+f:], hPad, w.o[p*mr*hPad+f:], hPad, true)
+			}
+		}
 	}
 }
 
@@ -380,14 +395,8 @@ func (w *attnScratch) forwardBlock(fwd, qs, bias []float32, rows []attnRow, b, j
 			w.l[i] += sum
 			w.mx[i] = mNew
 		}
-		// O += P·V, panel by panel over its chunks.
-		for p := range np {
-			c0, c1 := w.lo[p], w.hi[p]
-			if c0 >= c1 {
-				continue
-			}
-			w.panelTimes(w.s, p, c0, c1, w.vr, s0)
-		}
+		// O += P·V.
+		w.tileTimes(w.s, np, w.vr, s0)
 	}
 	base := ((b*a.KVHeads+j)*a.T + t0) * r * (h + 2)
 	for i := range m {
@@ -466,36 +475,31 @@ func (w *attnScratch) backwardBlock(grads, qs, dO, bias, fwd []float32, rows []a
 				clear(w.ds[i*ld+c1 : i*ld+u1])
 			}
 		}
-		// dVᵀ += dOᵀ·P, dKᵀ += Qᵀ·dS, chunk by chunk.
-		for c := u0; c < u1; c += nr {
-			pf, pl := -1, -1
-			for p := range np {
-				if w.lo[p] <= c && c < w.hi[p] {
-					if pf < 0 {
-						pf = p
+		// dVᵀ += dOᵀ·P, then dKᵀ += Qᵀ·dS, chunk by chunk (one product at
+		// a time: dO or Q, the A of every chunk, stays in L1).
+		for _, g := range [2]struct{ x, xt, b, acc []float32 }{{w.do, w.dot, w.s, w.dvt}, {w.q, w.qt, w.ds, w.dkt}} {
+			for c := u0; c < u1; c += nr {
+				pf, pl := -1, -1
+				for p := range np {
+					if w.lo[p] <= c && c < w.hi[p] {
+						if pf < 0 {
+							pf = p
+						}
+						pl = p
 					}
-					pl = p
+				}
+				if pf < 0 {
+					continue
+				}
+				q0, q1 := pf*mr, (pl+1)*mr
+				for f := 0; f < w.hm; f += mr {
+					a, rs, ps := w.featurePanel(g.x, g.xt, f, q0, mPad)
+					w.mul(q1-q0, a, rs, ps, g.b[q0*ld+c:], ld, g.acc[f*w.sPad+s0+c:], w.sPad, true)
 				}
 			}
-			if pf < 0 {
-				continue
-			}
-			q0, q1 := pf*mr, (pl+1)*mr
-			for f := 0; f < w.hm; f += mr {
-				a, rs, ps := w.featurePanel(w.do, w.dot, f, q0, mPad)
-				w.mul(q1-q0, a, rs, ps, w.s[q0*ld+c:], ld, w.dvt[f*w.sPad+s0+c:], w.sPad, true)
-				a, rs, ps = w.featurePanel(w.q, w.qt, f, q0, mPad)
-				w.mul(q1-q0, a, rs, ps, w.ds[q0*ld+c:], ld, w.dkt[f*w.sPad+s0+c:], w.sPad, true)
-			}
 		}
-		// dQs += dS·K, panel by panel over its chunks.
-		for p := range np {
-			c0, c1 := w.lo[p], w.hi[p]
-			if c0 >= c1 {
-				continue
-			}
-			w.panelTimes(w.ds, p, c0, c1, w.kr, s0)
-		}
+		// dQs += dS·K.
+		w.tileTimes(w.ds, np, w.kr, s0)
 	}
 	gbase := (b*a.KVHeads + j) * a.T * (r + 2) * h
 	for i := range m {
