@@ -40,3 +40,39 @@ func attnStrided(ks *gemmKernelSet) func(k int, a []float32, rs, ps int, b []flo
 		sgemm6x16StridedAVX2(k, &a[0], rs, ps, &b[0], ldb, &c[0], ldc, acc)
 	}
 }
+
+//go:noescape
+func maskedLeadAVX2(x *float32, n int) int
+
+//go:noescape
+func maskedTrailAVX2(x *float32, n int) int
+
+//go:noescape
+func nonzeroAVX2(x *float32, n int) bool
+
+// maskedLead is maskedLeadGo, with maskedLeadAVX2 where the CPU has AVX2.
+func maskedLead(x []float32) int {
+	if n := len(x) &^ 7; hasAVX2 && n > 0 {
+		return maskedLeadAVX2(&x[0], n)
+	}
+	return maskedLeadGo(x)
+}
+
+// maskedTrail is maskedTrailGo, with maskedTrailAVX2 where the CPU has
+// AVX2 (x's length must be a multiple of 8).
+func maskedTrail(x []float32) int {
+	if hasAVX2 && len(x) > 0 {
+		return maskedTrailAVX2(&x[0], len(x)&^7)
+	}
+	return maskedTrailGo(x)
+}
+
+// nonzero is nonzeroGo, with nonzeroAVX2 over the whole 8-element blocks
+// where the CPU has AVX2.
+func nonzero(x []float32) bool {
+	n := len(x) &^ 7
+	if !hasAVX2 || n == 0 {
+		return nonzeroGo(x)
+	}
+	return nonzeroAVX2(&x[0], n) || nonzeroGo(x[n:])
+}

@@ -462,3 +462,90 @@ overstr:
 	VMOVUPS Y11, 32(DX)
 	VZEROUPPER
 	RET
+
+DATA attnscan<>+0(SB)/4, $0xefa18f08 // AttentionMaskedBias (−1e29) as a float32
+DATA attnscan<>+4(SB)/4, $0x7fffffff // every bit but the sign
+GLOBL attnscan<>(SB), RODATA|NOPTR, $8
+
+// func maskedLeadAVX2(x *float32, n int) int
+//
+// The length of the longest prefix of whole 8-element blocks of x (n a
+// multiple of 8) whose elements are all masked: no x[i] > −1e29
+// (VCMPPS LT_OQ with −1e29 first: a NaN is masked, as in maskRow).
+TEXT ·maskedLeadAVX2(SB), NOSPLIT, $0-24
+	MOVQ         x+0(FP), SI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS attnscan<>+0(SB), Y1
+	XORQ         AX, AX
+
+leadloop:
+	CMPQ      AX, CX
+	JAE       leaddone
+	VCMPPS    $0x11, (SI)(AX*4), Y1, Y0
+	VMOVMSKPS Y0, DX
+	TESTL     DX, DX
+	JNZ       leaddone
+	ADDQ      $8, AX
+	JMP       leadloop
+
+leaddone:
+	MOVQ AX, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func maskedTrailAVX2(x *float32, n int) int
+//
+// maskedLeadAVX2 from the end: the length of the longest suffix of whole
+// 8-element blocks of x (n a multiple of 8) whose elements are all
+// masked.
+TEXT ·maskedTrailAVX2(SB), NOSPLIT, $0-24
+	MOVQ         x+0(FP), SI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS attnscan<>+0(SB), Y1
+	MOVQ         CX, AX
+
+trailloop:
+	CMPQ      AX, $8
+	JB        traildone
+	VCMPPS    $0x11, -32(SI)(AX*4), Y1, Y0
+	VMOVMSKPS Y0, DX
+	TESTL     DX, DX
+	JNZ       traildone
+	SUBQ      $8, AX
+	JMP       trailloop
+
+traildone:
+	SUBQ AX, CX
+	MOVQ CX, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func nonzeroAVX2(x *float32, n int) bool
+//
+// Whether some x[i] (n a multiple of 8) is not ±0: the bits other than
+// the sign ORed over the blocks, tested after each.
+TEXT ·nonzeroAVX2(SB), NOSPLIT, $0-17
+	MOVQ         x+0(FP), SI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS attnscan<>+4(SB), Y1
+	VPXOR        Y0, Y0, Y0
+
+nzloop:
+	CMPQ  CX, $8
+	JB    nzzero
+	VPOR  (SI), Y0, Y0
+	VPTEST Y1, Y0
+	JNE   nzfound
+	ADDQ  $32, SI
+	SUBQ  $8, CX
+	JMP   nzloop
+
+nzzero:
+	MOVB $0, ret+16(FP)
+	VZEROUPPER
+	RET
+
+nzfound:
+	MOVB $1, ret+16(FP)
+	VZEROUPPER
+	RET

@@ -12,3 +12,8 @@ func attnGrad(p, ds []float32, m, inv, d float32) { attnGradGo(p, ds, m, inv, d)
 func attnStrided(ks *gemmKernelSet) func(k int, a []float32, rs, ps int, b []float32, ldb int, c []float32, ldc int, acc bool) {
 	return nil
 }
+
+// maskedLead, maskedTrail and nonzero are their Go references off amd64.
+func maskedLead(x []float32) int  { return maskedLeadGo(x) }
+func maskedTrail(x []float32) int { return maskedTrailGo(x) }
+func nonzero(x []float32) bool    { return nonzeroGo(x) }

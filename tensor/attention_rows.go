@@ -42,3 +42,42 @@ func attnGradGo(p, ds []float32, m, inv, d float32) {
 		ds[i] = (ds[i] - d) * v
 	}
 }
+
+// maskedLeadGo returns the length of the longest prefix of whole
+// 8-element blocks of x (the last len(x) mod 8 elements not looked at)
+// in which no element is > AttentionMaskedBias (a NaN is masked).
+func maskedLeadGo(x []float32) int {
+	n := 0
+	for ; n+8 <= len(x); n += 8 {
+		for _, v := range x[n : n+8] {
+			if v > AttentionMaskedBias {
+				return n
+			}
+		}
+	}
+	return n
+}
+
+// maskedTrailGo is maskedLeadGo from the end of x, whose length must be a
+// multiple of 8.
+func maskedTrailGo(x []float32) int {
+	n := 0
+	for ; n+8 <= len(x); n += 8 {
+		for _, v := range x[len(x)-n-8 : len(x)-n] {
+			if v > AttentionMaskedBias {
+				return n
+			}
+		}
+	}
+	return n
+}
+
+// nonzeroGo reports whether some element of x is not ±0.
+func nonzeroGo(x []float32) bool {
+	for _, v := range x {
+		if v != 0 {
+			return true
+		}
+	}
+	return false
+}

@@ -182,3 +182,66 @@ func TestMaskRow(t *testing.T) {
 		}
 	}
 }
+
+// TestMaskScans checks maskedLead, maskedTrail and nonzero (the AVX2
+// kernels where the CPU has them) against their Go references over
+// lengths around the 8-element blocks, masked runs from either end, NaN
+// (masked), −1e29 itself (masked), −9.9e28 (not) and ±0.
+func TestMaskScans(t *testing.T) {
+	rng := rand.New(rand.NewPCG(12, 13))
+	vals := []float32{-1e30, float32(math.Inf(-1)), float32(math.NaN()), -1e29, -9.9e28, 0, float32(math.Copysign(0, -1)), 1e-45, 3}
+	for _, n := range []int{0, 1, 7, 8, 9, 15, 16, 17, 24, 64, 100, 257} {
+		for trial := range 300 {
+			x := make([]float32, n)
+			lo, hi := rng.IntN(n+1), rng.IntN(n+1)
+			for i := range x {
+				if i < lo || i >= n-hi {
+					x[i] = -1e30
+				} else if trial%3 == 0 {
+					x[i] = vals[rng.IntN(len(vals))]
+				}
+			}
+			if n > 0 && trial%2 == 1 {
+				x[rng.IntN(n)] = vals[rng.IntN(len(vals))]
+			}
+			if got, want := maskedLead(x), maskedLeadGo(x); got != want {
+				t.Fatalf("n %d: maskedLead = %d, want %d (%v)", n, got, want, x)
+			}
+			x8 := x[:n&^7]
+			if got, want := maskedTrail(x8), maskedTrailGo(x8); got != want {
+				t.Fatalf("n %d: maskedTrail = %d, want %d (%v)", n, got, want, x8)
+			}
+			z := make([]float32, n)
+			if n > 0 && trial%4 != 0 {
+				z[rng.IntN(n)] = vals[rng.IntN(len(vals))]
+			}
+			if got, want := nonzero(z), nonzeroGo(z); got != want {
+				t.Fatalf("n %d: nonzero = %v, want %v (%v)", n, got, want, z)
+			}
+		}
+	}
+}
+
+// BenchmarkMaskRow times maskRow over the rows of one causal 256 × 256
+// bias (the 25M model's) against maskRowRef's plain scans.
+func BenchmarkMaskRow(b *testing.B) {
+	const n = 256
+	bias := make([]float32, n*n)
+	for t := range n {
+		for s := t + 1; s < n; s++ {
+			bias[t*n+s] = -1e30
+		}
+	}
+	for _, f := range []struct {
+		name string
+		fn   func([]float32) attnRow
+	}{{"maskRow", maskRow}, {"plain", maskRowRef}} {
+		b.Run(f.name, func(b *testing.B) {
+			for b.Loop() {
+				for t := range n {
+					f.fn(bias[t*n : (t+1)*n])
+				}
+			}
+		})
+	}
+}

@@ -59,11 +59,13 @@ func (a *Attention) maskRows(bias []float32) []attnRow {
 	return rows
 }
 
-// maskRow is the attnRow of one bias row.
+// maskRow is the attnRow of one bias row: whole blocks of 8 masked
+// entries skipped from either end (maskedLead, maskedTrail), then one
+// entry at a time; the zero test by nonzero.
 func maskRow(row []float32) attnRow {
 	first := -1
-	for s, x := range row {
-		if x > AttentionMaskedBias {
+	for s := maskedLead(row); s < len(row); s++ {
+		if row[s] > AttentionMaskedBias {
 			first = s
 			break
 		}
@@ -71,21 +73,24 @@ func maskRow(row []float32) attnRow {
 	if first < 0 {
 		return attnRow{0, int32(len(row)), false}
 	}
-	last := first
-	for s := len(row) - 1; s > first; s-- {
+	last, s := first, len(row)-1
+	for ; s > first && s >= len(row)&^7; s-- { // the entries past the last block
 		if row[s] > AttentionMaskedBias {
 			last = s
 			break
 		}
 	}
-	zero := true
-	for _, x := range row[first : last+1] {
-		if x != 0 {
-			zero = false
-			break
+	if last == first && s > first {
+		// Blocks of 8 from b0 (past first) up to s + 1, a multiple of 8.
+		b0 := min(roundUp(first+1, 8), s+1)
+		for s -= maskedTrail(row[b0 : s+1]); s > first; s-- {
+			if row[s] > AttentionMaskedBias {
+				last = s
+				break
+			}
 		}
 	}
-	return attnRow{int32(first), int32(last + 1), zero}
+	return attnRow{int32(first), int32(last + 1), !nonzero(row[first : last+1])}
 }
 
 // attnScratch is one worker's operands and buffers (sizes in newScratch).
