@@ -120,12 +120,21 @@ func (a *Attention) forwardWith(ks *gemmKernelSet, fwd, qs, k, v, bias []float32
 	bq, _ := a.tiles(ks)
 	nq := (a.T + bq - 1) / bq
 	rows := a.maskRows(bias)
-	ParallelFor(a.Batch*kv, a.Workers, 1, func(_, lo, hi int) {
+	// Work units: the (b, j) pairs, each packing K and V once; with fewer
+	// pairs than workers, each pair's query blocks are dealt round-robin
+	// to split tasks (so each gets early, cheap causal blocks and late,
+	// costly ones alike), each packing K and V again.
+	units, split := a.Batch*kv, 1
+	if wk := Workers(a.Workers); units < wk {
+		split = min(nq, (wk+units-1)/units)
+	}
+	ParallelFor(units*split, a.Workers, 1, func(_, lo, hi int) {
 		w := a.newScratch(ks, false)
-		for u := lo; u < hi; u++ {
+		for task := lo; task < hi; task++ {
+			u, part := task/split, task%split
 			b, j := u/kv, u%kv
 			w.packKV(k, v, b, j)
-			for qt := range nq {
+			for qt := part; qt < nq; qt += split {
 				w.forwardBlock(fwd, qs, bias, rows, b, j, qt*bq, min(a.T, (qt+1)*bq))
 			}
 		}
