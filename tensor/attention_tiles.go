@@ -21,12 +21,18 @@ import (
 //	kr, vr  K and V as rows [S, h] padded to nr features (B of dQ = dS·K, O = P·V)
 //	        (the forward packs kp and vr, the backward kp, vp and kr)
 //
-// and per block: qp, dop (Q and dO as mr-row panels of depth h: A of S and
-// dP) and qt, dot (Qᵀ and dOᵀ as mr-feature panels of depth the block's
-// rows: A of dKᵀ = Qᵀ·dS and dVᵀ = dOᵀ·P, whose B, the probabilities and
-// their gradient [rows, keys], is read in place). O = P·V and dQ = dS·K
-// take P and dS as A, transposed panel by panel (ks.transpose), the only
-// per-tile packing.
+// and per block the rows of Q and dO, copied [rows, h]. The A operands
+// are the rows of Q and dO (of S = Q·Kᵀ, dP = dO·Vᵀ), their columns (of
+// dKᵀ = Qᵀ·dS, dVᵀ = dOᵀ·P, whose B, the probabilities and their gradient
+// [rows, keys], is read in place) and the rows of P and dS (of O = P·V,
+// dQ = dS·K). With AVX2 the micro-kernel reads them in place with strides
+// (sgemm6x16StridedAVX2) and nothing else is packed; the other kernel sets
+// pack them into panels: qp, dop (mr-row panels of depth h), qt, dot
+// (mr-feature panels of depth the block's rows) per block, and P and dS
+// panel by panel (ks.transpose).
+//
+// The softmax of each row of a tile is one fused pass after its maximum
+// (attnSoftmax), as are the backward's P and dS (attnGrad).
 //
 // Masked keys cost nothing at the granularity of one panel of mr rows and
 // one chunk of nr keys: each panel computes only the chunks that meet its
