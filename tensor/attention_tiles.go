@@ -125,6 +125,7 @@ type attnScratch struct {
 	dkt, dvt       []float32 // dKᵀ, dVᵀ of one (b, j) [hm, sPad]
 	tmp            []float32
 	lo, hi         []int // per panel: the tile's chunks [lo, hi) (relative)
+	klo, khi       []int // per panel: the keys [klo, khi) within them that its rows' ranges meet
 }
 
 func (a *Attention) newScratch(ks *gemmKernelSet, backward bool) *attnScratch {
@@ -152,6 +153,8 @@ func (a *Attention) newScratch(ks *gemmKernelSet, backward bool) *attnScratch {
 	w.tmp = make([]float32, max(h, mPad, w.nr, w.ld))
 	w.lo = make([]int, mPad/w.mr)
 	w.hi = make([]int, mPad/w.mr)
+	w.klo = make([]int, mPad/w.mr)
+	w.khi = make([]int, mPad/w.mr)
 	if backward {
 		w.vp = make([]float32, w.sPad*h)
 		w.kr = make([]float32, w.sPad*w.hPad)
@@ -273,10 +276,11 @@ func (w *attnScratch) panelChunks(rows []attnRow, b, t0, m, s0, s1 int) (np int)
 		}
 		lo, hi = max(lo, s0), min(hi, s1)
 		if lo >= hi {
-			w.lo[p], w.hi[p] = 0, 0
+			w.lo[p], w.hi[p], w.klo[p], w.khi[p] = 0, 0, 0, 0
 			continue
 		}
 		w.lo[p], w.hi[p] = (lo-s0)/nr*nr, roundUp(hi-s0, nr)
+		w.klo[p], w.khi[p] = lo-s0, hi-s0
 	}
 	return np
 }
@@ -332,9 +336,10 @@ func (w *attnScratch) tileTimes(x []float32, np int, rows []float32, s0 int) {
 		}
 		return
 	}
+	// Over the keys its rows' ranges meet (x is zero elsewhere).
 	for f := 0; f < hPad; f += nr {
 		for p := range np {
-			if c0, c1 := w.lo[p], w.hi[p]; c0 < c1 {
+			if c0, c1 := w.klo[p], w.khi[p]; c0 < c1 {
 				w.mul(c1-c0, x[p*mr*ld+c0:], ld, 1, rows[(s0+c0)*hPad+f:], hPad, w.o[p*mr*hPad+f:], hPad, true)
 			}
 		}
