@@ -132,39 +132,45 @@ func TestAttentionMatchesReference(t *testing.T) {
 		{b: 1, heads: 4, kv: 1, t: 300, h: 32, causal: true},
 	}
 	rng := rand.New(rand.NewPCG(19, 5))
-	for _, c := range cases {
-		t.Run(c.String(), func(t *testing.T) {
-			qs, k, v, bias, dO := attentionInputs(rng, c)
-			a := &Attention{Batch: c.b, Heads: c.heads, KVHeads: c.kv, T: c.t, S: c.t, HeadDim: c.h, QueryTile: c.bq, KeyTile: c.bk, Workers: 2}
-			fwd := make([]float32, c.b*c.t*c.heads*(c.h+2))
-			a.Forward(fwd, qs, k, v, bias)
-			grads := make([]float32, c.b*c.kv*c.t*(c.heads/c.kv+2)*c.h)
-			a.Backward(grads, qs, k, v, bias, fwd, dO)
-			wantF, wantG := refAttention(c, qs, k, v, bias, dO)
-			// float32 sums over T keys and h features, relative to the
-			// size of the terms (values and gradients are O(1)).
-			tol := 2e-5 * math.Sqrt(float64(c.t*c.h))
-			for i, w := range wantF {
-				if d := math.Abs(float64(fwd[i]) - w); d > tol*(1+math.Abs(w)) {
-					t.Fatalf("fwd[%d] = %g, want %g", i, fwd[i], w)
-				}
-			}
-			for i, w := range wantG {
-				if d := math.Abs(float64(grads[i]) - w); d > 4*tol*(1+math.Abs(w)) {
-					t.Fatalf("grads[%d] = %g, want %g", i, grads[i], w)
-				}
-			}
-			// One worker and the default tiles: the same within rounding.
-			a1 := *a
-			a1.Workers, a1.QueryTile, a1.KeyTile = 1, 0, 0
-			fwd1 := make([]float32, len(fwd))
-			a1.Forward(fwd1, qs, k, v, bias)
-			for i := range fwd1 {
-				if d := math.Abs(float64(fwd1[i] - fwd[i])); d > tol*(1+math.Abs(float64(fwd[i]))) {
-					t.Fatalf("default tiles: fwd[%d] = %g, tiled %g", i, fwd1[i], fwd[i])
-				}
-			}
-		})
+	for _, ks := range gemmSets() {
+		for _, c := range cases {
+			t.Run(ks.name+"/"+c.String(), func(t *testing.T) { testAttentionCase(t, ks, rng, c) })
+		}
+	}
+}
+
+// testAttentionCase is one case of TestAttentionMatchesReference on the
+// GEMM micro-kernel of ks.
+func testAttentionCase(t *testing.T, ks *gemmKernelSet, rng *rand.Rand, c attentionCase) {
+	qs, k, v, bias, dO := attentionInputs(rng, c)
+	a := &Attention{Batch: c.b, Heads: c.heads, KVHeads: c.kv, T: c.t, S: c.t, HeadDim: c.h, QueryTile: c.bq, KeyTile: c.bk, Workers: 2}
+	fwd := make([]float32, c.b*c.t*c.heads*(c.h+2))
+	a.forwardWith(ks, fwd, qs, k, v, bias)
+	grads := make([]float32, c.b*c.kv*c.t*(c.heads/c.kv+2)*c.h)
+	a.backwardWith(ks, grads, qs, k, v, bias, fwd, dO)
+	wantF, wantG := refAttention(c, qs, k, v, bias, dO)
+	// float32 sums over T keys and h features, relative to the
+	// size of the terms (values and gradients are O(1)).
+	tol := 2e-5 * math.Sqrt(float64(c.t*c.h))
+	for i, w := range wantF {
+		if d := math.Abs(float64(fwd[i]) - w); d > tol*(1+math.Abs(w)) {
+			t.Fatalf("fwd[%d] = %g, want %g", i, fwd[i], w)
+		}
+	}
+	for i, w := range wantG {
+		if d := math.Abs(float64(grads[i]) - w); d > 4*tol*(1+math.Abs(w)) {
+			t.Fatalf("grads[%d] = %g, want %g", i, grads[i], w)
+		}
+	}
+	// One worker and the default tiles: the same within rounding.
+	a1 := *a
+	a1.Workers, a1.QueryTile, a1.KeyTile = 1, 0, 0
+	fwd1 := make([]float32, len(fwd))
+	a1.forwardWith(ks, fwd1, qs, k, v, bias)
+	for i := range fwd1 {
+		if d := math.Abs(float64(fwd1[i] - fwd[i])); d > tol*(1+math.Abs(float64(fwd[i]))) {
+			t.Fatalf("default tiles: fwd[%d] = %g, tiled %g", i, fwd1[i], fwd[i])
+		}
 	}
 }
 

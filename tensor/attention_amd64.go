@@ -1,0 +1,78 @@
+package tensor
+
+//go:noescape
+func attnSoftmaxAVX2(x *float32, n int, mPrev float32) (m, sum float32)
+
+//go:noescape
+func attnGradAVX2(p, ds *float32, n int, m, inv, d float32)
+
+// attnSoftmax is attnSoftmaxGo, with attnSoftmaxAVX2 where the CPU has
+// AVX2 and FMA (the same float32s: TestAttnRowKernels).
+func attnSoftmax(x []float32, mPrev float32) (m, sum float32) {
+	if !hasAVX2 || len(x) == 0 {
+		return attnSoftmaxGo(x, mPrev)
+	}
+	return attnSoftmaxAVX2(&x[0], len(x), mPrev)
+}
+
+// attnGrad is attnGradGo, with attnGradAVX2 where the CPU has AVX2 and
+// FMA (the same float32s: TestAttnRowKernels).
+func attnGrad(p, ds []float32, m, inv, d float32) {
+	ds = ds[:len(p)]
+	if !hasAVX2 || len(p) == 0 {
+		attnGradGo(p, ds, m, inv, d)
+		return
+	}
+	attnGradAVX2(&p[0], &ds[0], len(p), m, inv, d)
+}
+
+//go:noescape
+func sgemm6x16StridedAVX2(k int, a *float32, rs, ps int, b *float32, ldb int, c *float32, ldc int, acc bool)
+
+// attnStrided returns, for the AVX2 GEMM set, its micro-kernel with A's
+// element (i, p) read in place at a[i·rs + p·ps] (sgemm6x16StridedAVX2);
+// nil for the other sets, whose tiles pack A into panels.
+func attnStrided(ks *gemmKernelSet) func(k int, a []float32, rs, ps int, b []float32, ldb int, c []float32, ldc int, acc bool) {
+	if ks.name != "avx2" {
+		return nil
+	}
+	return func(k int, a []float32, rs, ps int, b []float32, ldb int, c []float32, ldc int, acc bool) {
+		sgemm6x16StridedAVX2(k, &a[0], rs, ps, &b[0], ldb, &c[0], ldc, acc)
+	}
+}
+
+//go:noescape
+func maskedLeadAVX2(x *float32, n int) int
+
+//go:noescape
+func maskedTrailAVX2(x *float32, n int) int
+
+//go:noescape
+func nonzeroAVX2(x *float32, n int) bool
+
+// maskedLead is maskedLeadGo, with maskedLeadAVX2 where the CPU has AVX2.
+func maskedLead(x []float32) int {
+	if n := len(x) &^ 7; hasAVX2 && n > 0 {
+		return maskedLeadAVX2(&x[0], n)
+	}
+	return maskedLeadGo(x)
+}
+
+// maskedTrail is maskedTrailGo, with maskedTrailAVX2 where the CPU has
+// AVX2 (x's length must be a multiple of 8).
+func maskedTrail(x []float32) int {
+	if hasAVX2 && len(x) > 0 {
+		return maskedTrailAVX2(&x[0], len(x)&^7)
+	}
+	return maskedTrailGo(x)
+}
+
+// nonzero is nonzeroGo, with nonzeroAVX2 over the whole 8-element blocks
+// where the CPU has AVX2.
+func nonzero(x []float32) bool {
+	n := len(x) &^ 7
+	if !hasAVX2 || n == 0 {
+		return nonzeroGo(x)
+	}
+	return nonzeroAVX2(&x[0], n) || nonzeroGo(x[n:])
+}

@@ -1,0 +1,19 @@
+//go:build !amd64
+
+package tensor
+
+// attnSoftmax is attnSoftmaxGo off amd64.
+func attnSoftmax(x []float32, mPrev float32) (m, sum float32) { return attnSoftmaxGo(x, mPrev) }
+
+// attnGrad is attnGradGo off amd64.
+func attnGrad(p, ds []float32, m, inv, d float32) { attnGradGo(p, ds, m, inv, d) }
+
+// attnStrided is nil off amd64: the tiles pack A into panels.
+func attnStrided(ks *gemmKernelSet) func(k int, a []float32, rs, ps int, b []float32, ldb int, c []float32, ldc int, acc bool) {
+	return nil
+}
+
+// maskedLead, maskedTrail and nonzero are their Go references off amd64.
+func maskedLead(x []float32) int  { return maskedLeadGo(x) }
+func maskedTrail(x []float32) int { return maskedTrailGo(x) }
+func nonzero(x []float32) bool    { return nonzeroGo(x) }
