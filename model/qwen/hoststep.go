@@ -29,6 +29,7 @@ package qwen
 
 import (
 	"math"
+	"unsafe"
 
 	"github.com/cas-engine/cas/tensor"
 )
@@ -44,6 +45,11 @@ type hostState struct {
 	x, xn, q, k, v, qr, kr  []float32
 	att, gate, up, cos, sin []float32
 	scores                  [][]float32 // per worker: [r, S]
+	// The weights of each decode phase in the order they are read, to
+	// read ahead during the phase before (team.runAhead), for the
+	// snapshot aheadOf: per layer QKV, O, gate/up, down, then lm_head.
+	ahead   []*teamAhead
+	aheadOf *hostSnapshot
 }
 
 // hostToken is an active token: chunk index t of row b.
@@ -152,12 +158,27 @@ func (s *Session) hostStep(ids, pos, last []int32, width int) ([][]float32, erro
 		h.ropeTables(cos[i*hd:(i+1)*hd], sin[i*hd:(i+1)*hd], pos[tk.b*width+tk.t])
 	}
 	workers := h.team.workers()
+	var ahead []*teamAhead // nil: prefill, no reading ahead
+	if m == 1 {
+		ahead = h.aheadPhases(snap)
+		h.team.setLinger(teamDecodeLinger)
+	} else {
+		h.team.setLinger(teamLinger)
+	}
+	// next returns the weights of the phase after phase i of the step (the
+	// last one's: the first of the next step's).
+	next := func(i int) *teamAhead {
+		if ahead == nil {
+			return nil
+		}
+		return ahead[(i+1)%len(ahead)]
+	}
 
 	for l := range w.Layers {
 		lw := &w.Layers[l]
 		// x = x + o_proj(attention(rope(q(n₁(x))), rope(k(n₁(x))), v(n₁(x))))
 		rmsNormRows(xn, x, lw.InputNorm.f32, d, eps)
-		h.project(m, xn, d,
+		h.project(m, xn, d, next(4*l),
 			hostProj{q, lw.Q, lw.QBias, nh * hd}, hostProj{k, lw.K, lw.KBias, kv * hd}, hostProj{v, lw.V, lw.VBias, kv * hd})
 		if lw.QNorm != nil {
 			rmsNormRows(q, q, lw.QNorm.f32, hd, eps) // per head
@@ -178,14 +199,14 @@ func (s *Session) hostStep(ids, pos, last []int32, width int) ([][]float32, erro
 			}
 		}
 		h.attend(s, att, qr, keys, values)
-		h.project(m, att, nh*hd, hostProj{xn, lw.O, lw.OBias, d})
+		h.project(m, att, nh*hd, next(4*l+1), hostProj{xn, lw.O, lw.OBias, d})
 		addTo(x, xn)
 
 		// x = x + down(silu(gate(n₂(x))) ⊙ up(n₂(x)))
 		rmsNormRows(xn, x, lw.PostNorm.f32, d, eps)
-		h.project(m, xn, d, hostProj{gate, lw.Gate, nil, ni}, hostProj{up, lw.Up, nil, ni})
+		h.project(m, xn, d, next(4*l+2), hostProj{gate, lw.Gate, nil, ni}, hostProj{up, lw.Up, nil, ni})
 		tensor.MulSilu(up, up, gate, workers)
-		h.project(m, up, ni, hostProj{xn, lw.Down, nil, d})
+		h.project(m, up, ni, next(4*l+3), hostProj{xn, lw.Down, nil, d})
 		addTo(x, xn)
 	}
 
@@ -204,7 +225,7 @@ func (s *Session) hostStep(ids, pos, last []int32, width int) ([][]float32, erro
 		rmsNormRows(xl[p*d:(p+1)*d], x[i*d:(i+1)*d], w.Norm.f32, d, eps)
 	}
 	logits := make([]float32, len(picked)*nv) // [P, V]
-	h.project(len(picked), xl, d, hostProj{logits, w.lmHead(), nil, nv})
+	h.project(len(picked), xl, d, next(4*len(w.Layers)), hostProj{logits, w.lmHead(), nil, nv})
 	for p, i := range picked {
 		rows[tok[i].b] = logits[p*nv : (p+1)*nv : (p+1)*nv]
 	}
@@ -229,13 +250,45 @@ const (
 	gemvSerialBytes = 96 << 10
 )
 
+// aheadPhases returns the weights of the decode phases of snap (see
+// hostState.ahead), made once per snapshot.
+func (h *hostState) aheadPhases(snap *hostSnapshot) []*teamAhead {
+	if h.aheadOf == snap {
+		return h.ahead
+	}
+	w := &snap.w
+	var ahead []*teamAhead
+	phase := func(ts ...*hostTensor) {
+		a := &teamAhead{}
+		for _, t := range ts {
+			if t.bf16 != nil {
+				a.spans = append(a.spans, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(t.bf16))), 2*len(t.bf16)))
+			} else {
+				a.spans = append(a.spans, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(t.f32))), 4*len(t.f32)))
+			}
+		}
+		ahead = append(ahead, a)
+	}
+	for l := range w.Layers {
+		lw := &w.Layers[l]
+		phase(lw.Q, lw.K, lw.V)
+		phase(lw.O)
+		phase(lw.Gate, lw.Up)
+		phase(lw.Down)
+	}
+	phase(w.lmHead())
+	h.ahead, h.aheadOf = ahead, snap
+	return ahead
+}
+
 // project computes each projection's out [m, n] = x [m, in] · Wᵀ (+ bias).
 // For m = 1 the rows of all the projections are cut into chunks that the
-// team's workers take in turn, one phase for the lot; for m > 1 each is
+// team's workers take in turn, one phase for the lot, after which the
+// helpers read the weights of after ahead (nil: none); for m > 1 each is
 // one packed GEMM on the team's worker count.
-func (h *hostState) project(m int, x []float32, in int, projs ...hostProj) {
+func (h *hostState) project(m int, x []float32, in int, after *teamAhead, projs ...hostProj) {
 	if m == 1 {
-		h.gemvPhase(x, in, projs)
+		h.gemvPhase(x, in, after, projs)
 	} else {
 		for _, p := range projs {
 			p.w.matMulT(p.out[:m*p.n], x[:m*in], m, p.n, in, h.team.workers())
@@ -252,7 +305,7 @@ func (h *hostState) project(m int, x []float32, in int, projs ...hostProj) {
 }
 
 // gemvPhase runs the single-token projections (see project).
-func (h *hostState) gemvPhase(x []float32, in int, projs []hostProj) {
+func (h *hostState) gemvPhase(x []float32, in int, after *teamAhead, projs []hostProj) {
 	size := 4
 	if projs[0].w.bf16 != nil {
 		size = 2
@@ -280,7 +333,7 @@ func (h *hostState) gemvPhase(x []float32, in int, projs []hostProj) {
 		run(0, chunks)
 		return
 	}
-	h.team.run(chunks, func(_, c int) { run(c, c+1) })
+	h.team.runAhead(chunks, func(_, c int) { run(c, c+1) }, after)
 }
 
 // attend writes att [M, H·h], the attention output of every active token

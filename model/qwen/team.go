@@ -3,6 +3,7 @@ package qwen
 import (
 	"runtime"
 	"sync/atomic"
+	"time"
 )
 
 // team runs the parallel phases of a host step (hoststep.go) on the
@@ -11,7 +12,14 @@ import (
 // of one layer's matrix-vector products), so starting goroutines per phase
 // (about a microsecond each, plus waking an idle thread) would be a large
 // share of it: the helpers instead spin on a phase counter for a short
-// while after each phase and only then sleep on a channel.
+// while after each phase (linger) and only then sleep on a channel.
+//
+// A phase may name the weights of the phase expected next (after): a
+// helper that finds no item left to claim reads them ahead — while the
+// caller finishes its last items and then does the serial work between the
+// two phases — until the next phase is posted, so that the next phase
+// starts on weights already in the caches and the serial time overlaps
+// with memory traffic.
 //
 // A phase is a number of items that the workers claim one at a time, the
 // caller among them, and the caller returns once every item is finished —
@@ -27,6 +35,7 @@ type team struct {
 	claim   atomic.Uint64 // phase generation << 32 | next item
 	done    atomic.Int64  // items of the current phase finished
 	posted  atomic.Uint64 // generation of the last phase posted
+	linger  atomic.Int64  // how long helpers poll for the next phase, ns
 	quit    atomic.Bool
 	helpers []*teamHelper
 }
@@ -36,7 +45,19 @@ type teamPhase struct {
 	fn    func(worker, item int)
 	items int
 	gen   uint64
+	after *teamAhead   // read ahead once the items are taken, or nil
+	ahead atomic.Int64 // the next block of after to read
 }
+
+// teamAhead is memory to read ahead (see team): spans in the order the
+// next phase reads them, in blocks that the helpers take in turn.
+type teamAhead struct {
+	spans [][]byte
+}
+
+// teamAheadBlock is the bytes a helper reads ahead between two looks at
+// the phase counter (a few microseconds of streaming).
+const teamAheadBlock = 16 << 10
 
 // teamHelper is one helper goroutine's sleep state.
 type teamHelper struct {
@@ -44,16 +65,28 @@ type teamHelper struct {
 	wake   chan struct{}
 }
 
-// teamSpin is how many times a helper polls the phase counter before it
-// sleeps (some tens of microseconds: longer than the serial work between
-// two phases of a step), and how many times the caller polls for the last
-// items before it yields its thread.
+// teamSpin is how many times the caller polls for the last items before
+// it yields its thread.
 const teamSpin = 1 << 14
+
+// teamLinger is how long a helper polls for the next phase by default:
+// the gaps between the phases of a prefill step (a GEMM on the backend's
+// own pool in between, which a spinning helper would slow down).
+// teamDecodeLinger is the linger of a decode step's phases: longer than
+// any gap between two of them, the work between two decode steps
+// included (sampling, Generate's bookkeeping), since a helper that went
+// to sleep joins the next phase only some tens of microseconds after it
+// starts.
+const (
+	teamLinger       = 20 * time.Microsecond
+	teamDecodeLinger = 500 * time.Microsecond
+)
 
 // newTeam starts workers−1 helpers (workers ≤ 1: none; the caller runs
 // every phase alone).
 func newTeam(workers int) *team {
 	t := &team{}
+	t.linger.Store(int64(teamLinger))
 	for w := 1; w < workers; w++ {
 		h := &teamHelper{wake: make(chan struct{}, 1)}
 		t.helpers = append(t.helpers, h)
@@ -65,17 +98,26 @@ func newTeam(workers int) *team {
 // workers returns the number of workers, the caller included.
 func (t *team) workers() int { return 1 + len(t.helpers) }
 
+// setLinger sets how long the helpers poll for the next phase after one
+// (from the next phase on).
+func (t *team) setLinger(d time.Duration) { t.linger.Store(int64(d)) }
+
 // run calls fn(worker, item) for every item < items, spread over the
 // workers (worker 0 is the calling goroutine; each worker index runs on
 // one goroutine at a time), and returns when all have returned.
-func (t *team) run(items int, fn func(worker, item int)) {
+func (t *team) run(items int, fn func(worker, item int)) { t.runAhead(items, fn, nil) }
+
+// runAhead is run, after which (and while the caller finishes) the
+// helpers read the spans of after ahead until the next phase (nil: none).
+// after is only read, and must not be changed afterwards.
+func (t *team) runAhead(items int, fn func(worker, item int), after *teamAhead) {
 	if len(t.helpers) == 0 || items <= 1 {
 		for it := range items {
 			fn(0, it)
 		}
 		return
 	}
-	p := &teamPhase{fn: fn, items: items, gen: t.posted.Load() + 1}
+	p := &teamPhase{fn: fn, items: items, gen: t.posted.Load() + 1, after: after}
 	t.done.Store(0)
 	t.claim.Store(p.gen << 32)
 	t.phase.Store(p)
@@ -92,11 +134,15 @@ func (t *team) run(items int, fn func(worker, item int)) {
 	t.phase.Store(nil)
 }
 
-// work claims and runs items of phase p until none is left.
+// work claims and runs items of phase p until none is left; then a
+// helper reads p.after ahead.
 func (t *team) work(w int, p *teamPhase) {
 	for {
 		c := t.claim.Load()
 		if c>>32 != p.gen&0xffffffff || int(c&0xffffffff) >= p.items {
+			if w != 0 && p.after != nil {
+				t.readAhead(p)
+			}
 			return
 		}
 		if !t.claim.CompareAndSwap(c, c+1) {
@@ -104,6 +150,47 @@ func (t *team) work(w int, p *teamPhase) {
 		}
 		p.fn(w, int(c&0xffffffff))
 		t.done.Add(1)
+	}
+}
+
+// readAhead reads the blocks of p.after not yet taken, one at a time,
+// until none is left or a later phase is posted.
+func (t *team) readAhead(p *teamPhase) {
+	a := p.after
+	for t.posted.Load() == p.gen {
+		b := p.ahead.Add(1) - 1
+		for _, s := range a.spans {
+			n := int64(len(s)+teamAheadBlock-1) / teamAheadBlock
+			if b >= n {
+				b -= n
+				continue
+			}
+			touchLines(s[b*teamAheadBlock : min(int64(len(s)), (b+1)*teamAheadBlock)])
+			b = -1
+			break
+		}
+		if b >= 0 {
+			return // all taken
+		}
+	}
+}
+
+// touchSink keeps touchLines' loads.
+var touchSink atomic.Uint32
+
+// touchLines reads one byte of every 64-byte line of s, bringing s into
+// the caches (the hardware prefetchers follow the ascending reads).
+func touchLines(s []byte) {
+	var sum byte
+	i := 0
+	for ; i+256 <= len(s); i += 256 {
+		sum += s[i] + s[i+64] + s[i+128] + s[i+192]
+	}
+	for ; i < len(s); i += 64 {
+		sum += s[i]
+	}
+	if sum == 1 {
+		touchSink.Store(1)
 	}
 }
 
@@ -135,15 +222,22 @@ func (t *team) stop() {
 func (t *team) loop(w int, h *teamHelper) {
 	seen := uint64(0)
 	for {
-		for spins := 0; t.posted.Load() == seen; spins++ {
-			if spins < teamSpin {
+		deadline := time.Now().Add(time.Duration(t.linger.Load()))
+		for spins := 1; t.posted.Load() == seen; spins++ {
+			if spins%64 != 0 {
+				continue
+			}
+			if time.Now().Before(deadline) {
+				if spins%1024 == 0 {
+					runtime.Gosched() // let this P's other goroutines run
+				}
 				continue
 			}
 			h.asleep.Store(true)
 			if t.posted.Load() == seen || !h.asleep.CompareAndSwap(true, false) {
 				<-h.wake
 			}
-			spins = 0
+			break
 		}
 		if t.quit.Load() {
 			return
