@@ -29,7 +29,11 @@ package qwen
 
 import (
 	"math"
+	"runtime"
+	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cas-engine/cas/tensor"
 )
@@ -50,6 +54,9 @@ type hostState struct {
 	// snapshot aheadOf: per layer QKV, O, gate/up, down, then lm_head.
 	ahead   []*teamAhead
 	aheadOf *hostSnapshot
+	// Until calmUntil, decode steps run calm: their helpers linger briefly
+	// and read nothing ahead (see hostStep).
+	calmUntil time.Time
 }
 
 // hostToken is an active token: chunk index t of row b.
@@ -158,12 +165,36 @@ func (s *Session) hostStep(ids, pos, last []int32, width int) ([][]float32, erro
 		h.ropeTables(cos[i*hd:(i+1)*hd], sin[i*hd:(i+1)*hd], pos[tk.b*width+tk.t])
 	}
 	workers := h.team.workers()
-	var ahead []*teamAhead // nil: prefill, no reading ahead
-	if m == 1 {
-		ahead = h.aheadPhases(snap)
-		h.team.setLinger(teamDecodeLinger)
-	} else {
-		h.team.setLinger(teamLinger)
+	// A decode step's helpers poll for the next phase and read its weights
+	// ahead, so that every worker's core is busy for the whole step, the
+	// caller's included. Where other processes want the cores, polling
+	// only takes time from the caller and from them, and a helper
+	// descheduled mid-item holds the phase up; that shows as a caller
+	// thread that gets much less CPU time than the step takes, or as
+	// helpers that run a small share of the items. Then, for the next
+	// hostCalm, decode steps run calm: the helpers sleep between phases,
+	// from where the scheduler wakes them promptly.
+	var ahead []*teamAhead // nil: no reading ahead
+	h.team.setLinger(teamLinger)
+	if m == 1 && workers > 1 {
+		if t0 := time.Now(); !t0.Before(h.calmUntil) {
+			ahead = h.aheadPhases(snap)
+			h.team.setLinger(teamDecodeLinger)
+			runtime.LockOSThread() // threadCPU's thread for the whole step
+			c0 := threadCPU()
+			items0, helped0 := h.team.share()
+			defer func() {
+				wall, cpu := time.Since(t0), threadCPU()-c0
+				runtime.UnlockOSThread()
+				items, helped := h.team.share()
+				items, helped = items-items0, helped-helped0
+				// helped/items < 0.8·(workers−1)/workers
+				starved := items >= 64 && 5*helped*int64(workers) < 4*items*int64(workers-1)
+				if starved || c0 > 0 && cpu < wall*9/10 {
+					h.calmUntil = time.Now().Add(hostCalm)
+				}
+			}()
+		}
 	}
 	// next returns the weights of the phase after phase i of the step (the
 	// last one's: the first of the next step's).
@@ -242,6 +273,19 @@ func (h *hostState) ropeTables(cos, sin []float32, p int32) {
 		cos[j+half], sin[j+half] = cos[j], sin[j]
 	}
 }
+
+// threadCPU returns the CPU time of the calling thread, 0 where unknown.
+func threadCPU() time.Duration {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
+}
+
+// hostCalm is how long decode steps run calm once one found the cores
+// shared with other processes (see hostStep).
+const hostCalm = 50 * time.Millisecond
 
 // gemvChunkBytes is the weight bytes of one chunk of a GEMV phase, and
 // gemvSerialBytes the phase size below which the caller runs it alone.

@@ -36,6 +36,8 @@ type team struct {
 	done    atomic.Int64  // items of the current phase finished
 	posted  atomic.Uint64 // generation of the last phase posted
 	linger  atomic.Int64  // how long helpers poll for the next phase, ns
+	helped  atomic.Int64  // items the helpers ran, all phases together
+	items   int64         // items of all phases (the caller's count)
 	quit    atomic.Bool
 	helpers []*teamHelper
 }
@@ -71,12 +73,13 @@ const teamSpin = 1 << 14
 
 // teamLinger is how long a helper polls for the next phase by default:
 // the gaps between the phases of a prefill step (a GEMM on the backend's
-// own pool in between, which a spinning helper would slow down).
-// teamDecodeLinger is the linger of a decode step's phases: longer than
-// any gap between two of them, the work between two decode steps
-// included (sampling, Generate's bookkeeping), since a helper that went
-// to sleep joins the next phase only some tens of microseconds after it
-// starts.
+// own pool in between, which a polling helper would slow down), and of a
+// decode step on a machine where other processes want the cores (see
+// hostStep). teamDecodeLinger is the linger of a decode step's phases
+// otherwise: longer than any gap between two of them, the work between
+// two decode steps included (sampling, Generate's bookkeeping), since a
+// helper that went to sleep joins the next phase only some tens of
+// microseconds after it starts.
 const (
 	teamLinger       = 20 * time.Microsecond
 	teamDecodeLinger = 500 * time.Microsecond
@@ -98,6 +101,10 @@ func newTeam(workers int) *team {
 // workers returns the number of workers, the caller included.
 func (t *team) workers() int { return 1 + len(t.helpers) }
 
+// share returns the items of all phases so far and how many of them the
+// helpers ran (up to the last phase that returned).
+func (t *team) share() (items, helped int64) { return t.items, t.helped.Load() }
+
 // setLinger sets how long the helpers poll for the next phase after one
 // (from the next phase on).
 func (t *team) setLinger(d time.Duration) { t.linger.Store(int64(d)) }
@@ -118,6 +125,7 @@ func (t *team) runAhead(items int, fn func(worker, item int), after *teamAhead) 
 		return
 	}
 	p := &teamPhase{fn: fn, items: items, gen: t.posted.Load() + 1, after: after}
+	t.items += int64(items)
 	t.done.Store(0)
 	t.claim.Store(p.gen << 32)
 	t.phase.Store(p)
@@ -137,15 +145,20 @@ func (t *team) runAhead(items int, fn func(worker, item int), after *teamAhead) 
 // work claims and runs items of phase p until none is left; then a
 // helper reads p.after ahead.
 func (t *team) work(w int, p *teamPhase) {
-	for {
+	ran := int64(0)
+	for ; ; ran++ {
 		c := t.claim.Load()
 		if c>>32 != p.gen&0xffffffff || int(c&0xffffffff) >= p.items {
-			if w != 0 && p.after != nil {
-				t.readAhead(p)
+			if w != 0 {
+				t.helped.Add(ran)
+				if p.after != nil {
+					t.readAhead(p)
+				}
 			}
 			return
 		}
 		if !t.claim.CompareAndSwap(c, c+1) {
+			ran--
 			continue
 		}
 		p.fn(w, int(c&0xffffffff))
@@ -213,7 +226,7 @@ func (t *team) stop() {
 }
 
 // loop is helper w's life: wait for a phase newer than the last it saw
-// (spinning, then asleep), work on it.
+// (polling for the linger, then asleep), work on it.
 //
 // The sleep handshake: the helper marks itself asleep, then checks the
 // counter once more. If a phase was posted meanwhile, whichever of the
@@ -224,13 +237,7 @@ func (t *team) loop(w int, h *teamHelper) {
 	for {
 		deadline := time.Now().Add(time.Duration(t.linger.Load()))
 		for spins := 1; t.posted.Load() == seen; spins++ {
-			if spins%64 != 0 {
-				continue
-			}
-			if time.Now().Before(deadline) {
-				if spins%1024 == 0 {
-					runtime.Gosched() // let this P's other goroutines run
-				}
+			if spins%64 != 0 || time.Now().Before(deadline) {
 				continue
 			}
 			h.asleep.Store(true)
