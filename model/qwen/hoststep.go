@@ -289,8 +289,13 @@ const hostCalm = 50 * time.Millisecond
 
 // gemvChunkBytes is the weight bytes of one chunk of a GEMV phase, and
 // gemvSerialBytes the phase size below which the caller runs it alone.
+// A chunk's rows are read as 8 streams (tensor.GemvT), 16 KiB each at 128
+// KiB: decoding the 25M model ran 4–9% faster than with 64 KiB chunks (2 KiB
+// rows: 8 KiB streams; the down projection's 5.5 KiB rows: one row per
+// stream), and 32 KiB chunks slower still; the worker that finishes first
+// reads the next phase ahead, so a longer last chunk costs little.
 const (
-	gemvChunkBytes  = 64 << 10
+	gemvChunkBytes  = 128 << 10
 	gemvSerialBytes = 96 << 10
 )
 
