@@ -55,8 +55,10 @@ type hostState struct {
 	ahead   []*teamAhead
 	aheadOf *hostSnapshot
 	// Until calmUntil, decode steps run calm: their helpers linger briefly
-	// and read nothing ahead (see hostStep).
+	// and read nothing ahead (see hostStep); shared is whether the last
+	// decode step that was not calm found the cores shared.
 	calmUntil time.Time
+	shared    bool
 }
 
 // hostToken is an active token: chunk index t of row b.
@@ -171,9 +173,10 @@ func (s *Session) hostStep(ids, pos, last []int32, width int) ([][]float32, erro
 	// only takes time from the caller and from them, and a helper
 	// descheduled mid-item holds the phase up; that shows as a caller
 	// thread that gets much less CPU time than the step takes, or as
-	// helpers that run a small share of the items. Then, for the next
-	// hostCalm, decode steps run calm: the helpers sleep between phases,
-	// from where the scheduler wakes them promptly.
+	// helpers that run a small share of the items. When two steps in a row
+	// show it (one alone, 1–3% of the steps on the quiet VM, is mostly a
+	// blip), decode steps run calm for the next hostCalm: the helpers sleep
+	// between phases, from where the scheduler wakes them promptly.
 	var ahead []*teamAhead // nil: no reading ahead
 	h.team.setLinger(teamLinger)
 	if m == 1 && workers > 1 {
@@ -190,8 +193,11 @@ func (s *Session) hostStep(ids, pos, last []int32, width int) ([][]float32, erro
 				items, helped = items-items0, helped-helped0
 				// helped/items < 0.8·(workers−1)/workers
 				starved := items >= 64 && 5*helped*int64(workers) < 4*items*int64(workers-1)
-				if starved || c0 > 0 && cpu < wall*9/10 {
-					h.calmUntil = time.Now().Add(hostCalm)
+				switch shared := starved || c0 > 0 && cpu < wall*9/10; {
+				case shared && h.shared: // twice in a row: not a blip
+					h.calmUntil, h.shared = time.Now().Add(hostCalm), false
+				default:
+					h.shared = shared
 				}
 			}()
 		}
