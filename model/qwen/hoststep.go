@@ -289,8 +289,8 @@ func threadCPU() time.Duration {
 	return time.Duration(ts.Nano())
 }
 
-// hostCalm is how long decode steps run calm once one found the cores
-// shared with other processes (see hostStep).
+// hostCalm is how long decode steps run calm once two in a row found the
+// cores shared with other processes (see hostStep).
 const hostCalm = 50 * time.Millisecond
 
 // gemvChunkBytes is the weight bytes of one chunk of a GEMV phase, and

@@ -58,9 +58,10 @@ func TestTeam(t *testing.T) {
 
 // TestTeamAhead: phases that read the next one's memory ahead still run
 // every item exactly once, whatever the spans (empty, shorter than a line,
-// not a multiple of a block) and however long the gap between phases; a
-// readAhead over a current phase takes every block, and one over a phase
-// already followed by another takes none.
+// not a multiple of a block) and however long the gap between phases;
+// share counts the items of the phases posted to the helpers; a readAhead
+// over a current phase takes every block, and one over a phase already
+// followed by another takes none.
 func TestTeamAhead(t *testing.T) {
 	var spans [][]byte
 	for _, n := range []int{0, 1, 63, 64, 65, teamAheadBlock - 1, teamAheadBlock, teamAheadBlock + 1, 100_000} {
@@ -74,8 +75,12 @@ func TestTeamAhead(t *testing.T) {
 	for _, workers := range []int{1, 2, 3} {
 		tm := newTeam(workers)
 		tm.setLinger(teamDecodeLinger)
+		posted := int64(0)
 		for p := range 300 {
 			items := p%17 + 1
+			if workers > 1 && items > 1 {
+				posted += int64(items)
+			}
 			counts := make([]atomic.Int32, items)
 			tm.runAhead(items, func(_, it int) { counts[it].Add(1) }, after)
 			for it := range counts {
@@ -86,6 +91,9 @@ func TestTeamAhead(t *testing.T) {
 			if p%50 == 0 {
 				time.Sleep(time.Millisecond) // the helpers read everything ahead, or sleep
 			}
+		}
+		if items, helped := tm.share(); items != posted || helped < 0 || helped > items {
+			t.Errorf("workers %d: share() = %d items, %d helped; want %d items", workers, items, helped, posted)
 		}
 		tm.stop()
 	}
