@@ -109,6 +109,11 @@ type Options struct {
 	// 8 × 256, the peer's defaults); Steps timed forward passes and
 	// training steps, averaged after one warm-up each (default 3).
 	Batch, SeqLen, Steps int
+	// Rounds of gocpu's forward pass and training step, each followed by
+	// the peer's, per model (default 1): the first round is the main
+	// table's; with more, ModelRow.Rounds holds every round, so the
+	// ratio's spread between alternated measurements is printed with it.
+	Rounds int
 	// DecodeTokens generated per decode measurement after a 64-token
 	// prompt (default 32).
 	DecodeTokens int
@@ -146,6 +151,7 @@ func (o *Options) defaults() {
 		o.SeqLen = 256
 	}
 	bench.Default(&o.Steps, 3)
+	bench.Default(&o.Rounds, 1)
 	bench.Default(&o.DecodeTokens, 32)
 	bench.PeerDefaults(&o.Python, &o.Log)
 }
@@ -204,6 +210,17 @@ type ModelRow struct {
 	// (Options.Profile).
 	ForwardProfile, TrainProfile, DecodeProfile []gocpu.OpTime `json:",omitempty"`
 	DecodeProfileTokens                         int            `json:",omitempty"`
+	// Rounds are the alternated gocpu and peer measurements of the
+	// forward pass and training step (Options.Rounds > 1; the first is
+	// Fast's and Peer's).
+	Rounds []Round `json:",omitempty"`
+}
+
+// Round is one alternated measurement: gocpu's forward pass and training
+// step, then the peer's (zero where the peer did not run).
+type Round struct {
+	ForwardTokS, TrainStepS         float64
+	PeerForwardTokS, PeerTrainStepS float64
 }
 
 // ModelFigures are one backend's measurements (zero: not measured).
@@ -249,7 +266,7 @@ func Run(opt Options) (*Report, error) {
 	if opt.DecodeOnly {
 		return r, runDecode(&opt, r)
 	}
-	total := 2 + len(opt.Sizes) + len(decodeShapes) + 2 + len(opt.Models)*4
+	total := 2 + len(opt.Sizes) + len(decodeShapes) + 2 + len(opt.Models)*(4+2*(opt.Rounds-1))
 	bar := progressbar.NewOptions(total, progressbar.OptionSetWriter(opt.Log), progressbar.OptionSetDescription("bench cpu"),
 		progressbar.OptionShowCount(), progressbar.OptionClearOnFinish())
 	defer bar.Finish()
@@ -522,8 +539,43 @@ func measureModel(ms ModelSpec, opt *Options, step func(string)) (*ModelRow, err
 		}
 	}
 	step(ms.Name + " peer")
+	if opt.Rounds > 1 {
+		if err := measureRounds(ms.Config, fast, opt, row, step); err != nil {
+			return nil, err
+		}
+	}
 	step(ms.Name)
 	return row, nil
+}
+
+// measureRounds adds opt.Rounds − 1 rounds of gocpu's forward pass and
+// training step, each followed by the peer's, to row.Rounds after the
+// first (row.Fast, row.Peer), so that both sides see the machine's drift
+// alike and the report can print the ratio's spread.
+func measureRounds(cfg *qwen.Config, fast backends.Backend, opt *Options, row *ModelRow, step func(string)) error {
+	first := Round{ForwardTokS: row.Fast.ForwardTokS, TrainStepS: row.Fast.TrainStepS}
+	if row.Peer != nil {
+		first.PeerForwardTokS, first.PeerTrainStepS = row.Peer.ForwardTokS, row.Peer.TrainStepS
+	}
+	row.Rounds = append(row.Rounds, first)
+	for i := 2; i <= opt.Rounds; i++ {
+		var f ModelFigures
+		if err := modelFigures(cfg, fast, opt, true, true, false, &f); err != nil {
+			return fmt.Errorf("%s backend, round %d: %w", gocpu.BackendName, i, err)
+		}
+		rd := Round{ForwardTokS: f.ForwardTokS, TrainStepS: f.TrainStepS}
+		step(fmt.Sprintf("%s gocpu, round %d", row.Name, i))
+		if row.Peer != nil {
+			p, err := RunPeer(opt.Python, opt.PeerScript, cfg, opt.Batch, opt.SeqLen, opt.Threads, opt.Steps)
+			if err != nil {
+				return fmt.Errorf("peer, round %d: %w", i, err)
+			}
+			rd.PeerForwardTokS, rd.PeerTrainStepS = p.ForwardTokS, p.TrainStepS
+		}
+		step(fmt.Sprintf("%s peer, round %d", row.Name, i))
+		row.Rounds = append(row.Rounds, rd)
+	}
+	return nil
 }
 
 // modelFigures measures, as asked, the forward pass, the training step

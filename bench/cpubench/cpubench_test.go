@@ -203,6 +203,47 @@ func TestModelFiguresBothBackends(t *testing.T) {
 	}
 }
 
+// TestMeasureRounds alternates gocpu's tiny-model figures with a stand-in
+// peer script for three rounds and checks every round was measured and
+// the first is the table's.
+func TestMeasureRounds(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "peer.sh")
+	body := `#!/bin/sh
+echo '{"peer": "fake", "blas": "openblas-pthread/libblas.so.3", "threads": 1, "forward_s": 0.5, "forward_tokens_per_s": 64, "train_step_s": 2}'
+`
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	opt := Options{Batch: 2, SeqLen: 16, Steps: 1, Rounds: 3, Threads: 1, PeerScript: script, Python: "/bin/sh"}
+	opt.defaults()
+	b, err := gocpu.New("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Finalize()
+	row := &ModelRow{Name: "tiny", Fast: ModelFigures{ForwardTokS: 1000, TrainStepS: 0.25},
+		Peer: &PeerFigures{ForwardTokS: 50, TrainStepS: 1}}
+	steps := 0
+	if err := measureRounds(tinyConfig, b, &opt, row, func(string) { steps++ }); err != nil {
+		t.Fatal(err)
+	}
+	if len(row.Rounds) != 3 || steps != 4 {
+		t.Fatalf("%d rounds, %d progress steps: %+v", len(row.Rounds), steps, row.Rounds)
+	}
+	if row.Rounds[0] != (Round{ForwardTokS: 1000, TrainStepS: 0.25, PeerForwardTokS: 50, PeerTrainStepS: 1}) {
+		t.Fatalf("round 1 %+v is not the table's figures", row.Rounds[0])
+	}
+	for _, rd := range row.Rounds[1:] {
+		if !(rd.ForwardTokS > 0 && rd.TrainStepS > 0) || rd.PeerForwardTokS != 64 || rd.PeerTrainStepS != 2 {
+			t.Fatalf("round %+v", rd)
+		}
+	}
+	opt.Python = "/nonexistent/python"
+	if err := measureRounds(tinyConfig, b, &opt, &ModelRow{Name: "tiny", Peer: &PeerFigures{}}, func(string) {}); err == nil || !strings.Contains(err.Error(), "round 2") {
+		t.Fatalf("a failing peer in round 2: error %v", err)
+	}
+}
+
 // TestRunAndReport runs the GEMM part at toy sizes and checks the report.
 func TestRunAndReport(t *testing.T) {
 	var log bytes.Buffer
@@ -231,6 +272,7 @@ func TestRunAndReport(t *testing.T) {
 		ForwardFLOPs: 25e9, TrainFLOPs: 75e9, DecodeBytes: 16e6,
 		Peer:         &PeerFigures{ForwardS: 2, ForwardTokS: 1024, TrainStepS: 6, BLAS: "openblas-pthread/libblas.so.3"},
 		TrainProfile: []gocpu.OpTime{{Op: "DotGeneral", Where: "gocpu", Calls: 10, Time: 3 * time.Second}, {Op: "Equal", Where: "simplego", Size: 64, Calls: 1, Time: time.Second}}}
+	row.Rounds = []Round{{4096, 1.5, 1024, 6}, {2048, 2, 1024, 5}, {3000, 1.2, 1500, 4.8}}
 	ref := row
 	ref.Name, ref.TrainProfile = "r", nil
 	ref.Peer = &PeerFigures{ForwardS: 2, ForwardTokS: 1024, TrainStepS: 6, BLAS: "reference:blas/libblas.so.3"}
@@ -246,11 +288,19 @@ func TestRunAndReport(t *testing.T) {
 		"| m | 25.0 | 0.250 s | 0.500 s | 2.00× | 75.0 | 0.750 s | 1.500 s | 2.00× |",
 		// 3 GB/s over 16 MB a token: 188 tok/s; 300 measured; BF16 375, 450.
 		"| m | 16.0 | 188 | 300.0 | 160% | 375 | 450.0 | 120% | 2.40× | 100.0 | 3.00× |",
+		"m in 3 alternated rounds", "| 2 | 2048 | 1024 | 2.00× | 2.000 s | 5.000 s | 2.50× |",
+		// Forward ratios 4, 2, 2: median 2, range 2–4; train 4, 2.5, 4.
+		"| median (range) | | | 2.00× (2.00×–4.00×) | | | 4.00× (2.50×–4.00×) |",
+		// Against the reference BLAS the rounds print no ratio either.
+		"r in 3 alternated rounds", "| 2 | 2048 | 1024 | – | 2.000 s | 5.000 s | – |",
 		"| DotGeneral | gocpu | 10 | 3000.00 ms | 75% |", "| Equal, 64 elements | simplego | 1 | 1000.00 ms | 25% |",
 	} {
 		if !strings.Contains(text, want) {
 			t.Fatalf("report lacks %q:\n%s", want, text)
 		}
+	}
+	if strings.Count(text, "| median (range)") != 1 {
+		t.Fatalf("a median ratio against the reference BLAS:\n%s", text)
 	}
 	if strings.Contains(text, "| r | 4.0M | 4096 | 1024 | 4.00×") {
 		t.Fatalf("a ratio against the reference BLAS:\n%s", text)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -67,6 +68,8 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 			secs(m.Fast.TrainStepS), secs(pt), tr, blas)
 	}
 
+	r.writeRounds(w)
+
 	// Roofline: the matrix work at the measured GEMM rate.
 	fmt.Fprintf(w, "\nRoofline: matrix FLOPs of the step ÷ the measured %s GFLOP/s of the square GEMM (elementwise work not counted):\n\n", num(r.GEMMRate, 1))
 	fmt.Fprintf(w, "| model | forward GFLOP | forward roofline | forward gocpu | × roofline | train GFLOP | train roofline | train step gocpu | × roofline |\n")
@@ -108,6 +111,49 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 		writeProfile(w, m.Name+", one training step", m.TrainProfile, m.Fast.TrainStepS, 1)
 		writeProfile(w, fmt.Sprintf("%s, batch-1 decode of %d tokens through the step graph", m.Name, m.DecodeProfileTokens), m.DecodeProfile, 0, m.DecodeProfileTokens)
 	}
+}
+
+// writeRounds prints each model's alternated rounds (Options.Rounds > 1)
+// and the median and range of the two ratios over them.
+func (r *Report) writeRounds(w io.Writer) {
+	for _, m := range r.Models {
+		if len(m.Rounds) < 2 {
+			continue
+		}
+		fair := m.Peer != nil
+		if fair {
+			fair, _ = m.Peer.Fair()
+		}
+		fmt.Fprintf(w, "\n%s in %d alternated rounds (gocpu, then PyTorch; round 1 is the table's):\n\n", m.Name, len(m.Rounds))
+		fmt.Fprintf(w, "| round | forward tok/s gocpu | PyTorch | gocpu/PyTorch | train step gocpu | PyTorch | PyTorch/gocpu |\n|---|---:|---:|---:|---:|---:|---:|\n")
+		var fwd, train []float64
+		times := func(x float64) string { return ratio(x, 1) }
+		for i, rd := range m.Rounds {
+			fr, tr := "–", "–"
+			if fair && rd.PeerForwardTokS > 0 && rd.ForwardTokS > 0 && rd.TrainStepS > 0 {
+				fwd, train = append(fwd, rd.ForwardTokS/rd.PeerForwardTokS), append(train, rd.PeerTrainStepS/rd.TrainStepS)
+				fr, tr = ratio(rd.ForwardTokS, rd.PeerForwardTokS), ratio(rd.PeerTrainStepS, rd.TrainStepS)
+			}
+			fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %s | %s |\n", i+1, num(rd.ForwardTokS, 0), num(rd.PeerForwardTokS, 0), fr,
+				secs(rd.TrainStepS), secs(rd.PeerTrainStepS), tr)
+		}
+		if len(fwd) > 0 {
+			fmt.Fprintf(w, "| median (range) | | | %s (%s–%s) | | | %s (%s–%s) |\n",
+				times(median(fwd)), times(slices.Min(fwd)), times(slices.Max(fwd)),
+				times(median(train)), times(slices.Min(train)), times(slices.Max(train)))
+		}
+	}
+}
+
+// median returns the median of xs (the mean of the middle two for an even
+// count); xs is not modified.
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // writeDecode prints batch-1 decoding against the streaming bound.

@@ -43,6 +43,11 @@ ratios (the README's performance section), the roofline (the step's matrix
 FLOPs at the measured 1024³ GEMM rate) and batch-1 decode against the
 streaming bound (float32 weight bytes at the measured read bandwidth).
 
+--rounds N measures each model's forward pass and training step N times,
+gocpu and PyTorch alternated, and prints every round's ratios with their
+median and range: on a shared or virtual machine the peer's figures move by
+10–30% between runs, so one round's ratio is not a verdict.
+
 --profile also runs one training step and one decode per model on
 GOMLX_BACKEND=gocpu:profile and prints the time per op kind, and which
 backend ran it (gocpu's kernels or simplego, the fused kernels by name);
@@ -114,7 +119,8 @@ machine.`,
 	f.StringArrayVar(&configs, "config", nil, "Hugging Face config.json of a Qwen model to add (repeatable), e.g. the demo's policy")
 	f.IntVar(&opt.Batch, "batch", 8, "rows per forward pass and training step")
 	f.IntVar(&opt.SeqLen, "seqlen", 256, "tokens per row")
-	f.IntVar(&opt.Steps, "steps", 3, "timed training steps")
+	f.IntVar(&opt.Steps, "steps", 3, "timed forward passes and training steps (each averaged)")
+	f.IntVar(&opt.Rounds, "rounds", 1, "alternated rounds of gocpu and PyTorch forward + training step per model (their ratios printed with median and range)")
 	f.IntVar(&opt.DecodeTokens, "decode-tokens", 32, "tokens generated per decode measurement")
 	f.BoolVar(&opt.Plain, "plain", false, "also time the forward pass on the pure-Go backend (slow)")
 	f.BoolVar(&opt.Profile, "profile", false, "print the time per op kind of one training step and one decode per model")
