@@ -56,6 +56,9 @@ type Attention struct {
 	QueryTile, KeyTile int
 	// Workers bounds the goroutines (≤ 0: GOMAXPROCS).
 	Workers int
+	// Buffers, when not nil, keeps the working buffers from call to call
+	// (nil: each call allocates its own).
+	Buffers *AttentionBuffers
 }
 
 func (a *Attention) groups() int { return a.Heads / a.KVHeads }
@@ -120,6 +123,7 @@ func (a *Attention) forwardWith(ks *gemmKernelSet, fwd, qs, k, v, bias []float32
 	bq, _ := a.tiles(ks)
 	nq := (a.T + bq - 1) / bq
 	rows := a.maskRows(bias)
+	defer a.releaseRows(rows)
 	// Work units: the (b, j) pairs, each packing K and V once; with fewer
 	// pairs than workers, each pair's query blocks are dealt round-robin
 	// to split tasks (so each gets early, cheap causal blocks and late,
@@ -129,7 +133,8 @@ func (a *Attention) forwardWith(ks *gemmKernelSet, fwd, qs, k, v, bias []float32
 		split = min(nq, (wk+units-1)/units)
 	}
 	ParallelFor(units*split, a.Workers, 1, func(_, lo, hi int) {
-		w := a.newScratch(ks, false)
+		w := a.scratch(ks, false)
+		defer a.release(w)
 		for task := lo; task < hi; task++ {
 			u, part := task/split, task%split
 			b, j := u/kv, u%kv
@@ -164,8 +169,10 @@ func (a *Attention) backwardWith(ks *gemmKernelSet, grads, qs, k, v, bias, fwd, 
 	bq, _ := a.tiles(ks)
 	nq := (a.T + bq - 1) / bq
 	rows := a.maskRows(bias)
+	defer a.releaseRows(rows)
 	ParallelFor(a.Batch*kv, a.Workers, 1, func(_, lo, hi int) {
-		w := a.newScratch(ks, true)
+		w := a.scratch(ks, true)
+		defer a.release(w)
 		for u := lo; u < hi; u++ {
 			b, j := u/kv, u%kv
 			w.packKV(k, v, b, j)

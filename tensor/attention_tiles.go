@@ -56,7 +56,7 @@ type attnRow struct {
 
 // maskRows returns the attnRow of each of the Batch·T rows of bias.
 func (a *Attention) maskRows(bias []float32) []attnRow {
-	rows := make([]attnRow, a.Batch*a.T)
+	rows := a.rowsBuffer(a.Batch * a.T)
 	ParallelFor(len(rows), a.Workers, 64, func(_, lo, hi int) {
 		for i := lo; i < hi; i++ {
 			rows[i] = maskRow(bias[i*a.S : (i+1)*a.S])
@@ -102,6 +102,7 @@ func maskRow(row []float32) attnRow {
 // attnScratch is one worker's operands and buffers (sizes in newScratch).
 type attnScratch struct {
 	a        *Attention
+	key      attnScratchKey // the sizes (AttentionBuffers)
 	ks       *gemmKernelSet
 	mr, nr   int
 	h, r     int
@@ -131,7 +132,7 @@ type attnScratch struct {
 func (a *Attention) newScratch(ks *gemmKernelSet, backward bool) *attnScratch {
 	h := a.HeadDim
 	bq, bk := a.tiles(ks)
-	w := &attnScratch{a: a, ks: ks, mr: ks.mr, nr: ks.nr, h: h, r: a.groups(), bq: bq, bk: bk, ld: bk + ks.nr,
+	w := &attnScratch{a: a, key: a.scratchKey(ks, backward), ks: ks, mr: ks.mr, nr: ks.nr, h: h, r: a.groups(), bq: bq, bk: bk, ld: bk + ks.nr,
 		strided: attnStrided(ks)}
 	w.hPad, w.hm, w.sPad = roundUp(h, w.nr), roundUp(h, w.mr), roundUp(a.S, w.nr)
 	mPad := roundUp(bq*w.r, w.mr)
