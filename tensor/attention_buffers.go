@@ -51,7 +51,7 @@ func (a *Attention) release(w *attnScratch) {
 	if p == nil {
 		return
 	}
-	w.a = nil
+	w.a, w.kRows, w.vRows = nil, nil, nil // not the caller's K and V
 	p.mu.Lock()
 	if len(p.scratch) < attnBuffersKept {
 		p.scratch = append(p.scratch, w)

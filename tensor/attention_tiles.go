@@ -19,7 +19,9 @@ import (
 //
 //	kp, vp  K and V as nr-key panels of depth h (B of S = Q·Kᵀ, dP = dO·Vᵀ)
 //	kr, vr  K and V as rows [S, h] padded to nr features (B of dQ = dS·K, O = P·V)
-//	        (the forward packs kp and vr, the backward kp, vp and kr)
+//	        (the forward packs kp and vr, the backward kp, vp and kr; when h
+//	        is a multiple of nr and A is read in place, K and V are read in
+//	        place instead of kr, vr)
 //
 // and per block the rows of Q and dO, copied [rows, h]. The A operands
 // are the rows of Q and dO (of S = Q·Kᵀ, dP = dO·Vᵀ), their columns (of
@@ -116,17 +118,21 @@ type attnScratch struct {
 	strided func(k int, a []float32, rs, ps int, b []float32, ldb int, c []float32, ldc int, acc bool)
 
 	kp, vp, kr, vr []float32
-	q, do          []float32 // the block's rows [mPad, h], zero past m (and mr floats of slack)
-	qp, dop        []float32 // mr-row panels of q, do
-	qt, dot        []float32 // mr-feature panels of q, do (depth mPad)
-	s, ds          []float32 // scores → P, dP → dS of one tile [mPad, ld]
-	ap             []float32 // one panel of P or dS transposed [ld, mr]
-	o              []float32 // O or dQ accumulators [mPad, hPad]
-	mx, l, d       []float32 // per row: running max, sum (inverse sum), D
-	dkt, dvt       []float32 // dKᵀ, dVᵀ of one (b, j) [hm, sPad]
-	tmp            []float32
-	lo, hi         []int // per panel: the tile's chunks [lo, hi) (relative)
-	klo, khi       []int // per panel: the keys [klo, khi) within them that its rows' ranges meet
+	// kRows, vRows: row s of K, V of the current (b, j) at [s·ldRows:]
+	// (features past h zero to hPad when they are kr, vr).
+	kRows, vRows []float32
+	ldRows       int
+	q, do        []float32 // the block's rows [mPad, h], zero past m (and mr floats of slack)
+	qp, dop      []float32 // mr-row panels of q, do
+	qt, dot      []float32 // mr-feature panels of q, do (depth mPad)
+	s, ds        []float32 // scores → P, dP → dS of one tile [mPad, ld]
+	ap           []float32 // one panel of P or dS transposed [ld, mr]
+	o            []float32 // O or dQ accumulators [mPad, hPad]
+	mx, l, d     []float32 // per row: running max, sum (inverse sum), D
+	dkt, dvt     []float32 // dKᵀ, dVᵀ of one (b, j) [hm, sPad]
+	tmp          []float32
+	lo, hi       []int // per panel: the tile's chunks [lo, hi) (relative)
+	klo, khi     []int // per panel: the keys [klo, khi) within them that its rows' ranges meet
 }
 
 func (a *Attention) newScratch(ks *gemmKernelSet, backward bool) *attnScratch {
@@ -148,7 +154,8 @@ func (a *Attention) newScratch(ks *gemmKernelSet, backward bool) *attnScratch {
 	w.o = make([]float32, mPad*w.hPad)
 	w.mx = make([]float32, mPad)
 	w.l = make([]float32, mPad)
-	if !backward {
+	inPlace := w.rowsInPlace()
+	if !backward && !inPlace {
 		w.vr = make([]float32, w.sPad*w.hPad)
 	}
 	w.tmp = make([]float32, max(h, mPad, w.nr, w.ld))
@@ -158,7 +165,9 @@ func (a *Attention) newScratch(ks *gemmKernelSet, backward bool) *attnScratch {
 	w.khi = make([]int, mPad/w.mr)
 	if backward {
 		w.vp = make([]float32, w.sPad*h)
-		w.kr = make([]float32, w.sPad*w.hPad)
+		if !inPlace {
+			w.kr = make([]float32, w.sPad*w.hPad)
+		}
 		w.do = make([]float32, mPad*h+w.mr)
 		if packed {
 			w.dop = make([]float32, mPad*h)
@@ -210,23 +219,41 @@ func (w *attnScratch) featurePanel(x, xt []float32, f, q0, mPad int) (a []float3
 	return xt[f*mPad+q0*w.mr:], 1, w.mr
 }
 
-// packKV packs K and V of (b, j): kp as nr-key panels of depth h, and vr
-// (the forward's) as rows padded to hPad features and sPad keys with
-// zeros, or vp and kr (the backward's) likewise.
+// packKV packs K and V of (b, j): kp as nr-key panels of depth h, and
+// (the forward's) V as rows vRows, or vp and (the backward's) K as rows
+// kRows likewise: in place when h is a multiple of nr, else vr, kr padded
+// to hPad features and sPad keys with zeros.
 func (w *attnScratch) packKV(k, v []float32, b, j int) {
 	a, h := w.a, w.h
 	kv := a.KVHeads
 	base := (b*a.S*kv + j) * h
 	kop, vop := Operand{F32: k}, Operand{F32: v}
 	packPanels(w.kp, &kop, base, kv*h, 1, a.S, h, w.nr, w.tmp, w.ks)
-	if w.vr != nil {
-		rowsPadded(w.vr, v, base, kv*h, a.S, h, w.hPad, w.sPad)
+	inPlace := w.rowsInPlace()
+	if inPlace {
+		w.ldRows = kv * h
+	} else {
+		w.ldRows = w.hPad
 	}
-	if w.vp != nil {
-		packPanels(w.vp, &vop, base, kv*h, 1, a.S, h, w.nr, w.tmp, w.ks)
+	if !w.key.backward {
+		if w.vRows = v[base:]; !inPlace {
+			rowsPadded(w.vr, v, base, kv*h, a.S, h, w.hPad, w.sPad)
+			w.vRows = w.vr
+		}
+		return
+	}
+	packPanels(w.vp, &vop, base, kv*h, 1, a.S, h, w.nr, w.tmp, w.ks)
+	if w.kRows = k[base:]; !inPlace {
 		rowsPadded(w.kr, k, base, kv*h, a.S, h, w.hPad, w.sPad)
+		w.kRows = w.kr
 	}
 }
+
+// rowsInPlace reports whether the products over keys (tileTimes) read K
+// and V in place: h a multiple of nr (no feature padding), and A read in
+// place, whose products run over the keys of each row's range exactly
+// (packed, they run over whole chunks, and keys past S would be read).
+func (w *attnScratch) rowsInPlace() bool { return w.h%w.nr == 0 && w.strided != nil }
 
 // rowsPadded writes dst[s·ld + f] = src[base + s·rs + f] for s < n, f < h,
 // and zeros for h ≤ f < ld and n ≤ s < nPad.
@@ -317,13 +344,13 @@ func (w *attnScratch) rowKeys(sr, bias []float32, ri attnRow, b, t, s0, c0, c1 i
 
 // tileTimes adds, for each of the np panels p of x (rows p·mr + i,
 // i < mr, of a tile of P or dS) over its chunks [c0, c1),
-// Σ_c x[(p·mr + i)·ld + c0 + c] · rows[(s0 + c0 + c)·hPad + f] to
-// w.o[(p·mr + i)·hPad + f] for f < hPad: O += P·V with rows = vr,
-// dQs += dS·K with rows = kr. Read in place, 16 features of rows (one
+// Σ_c x[(p·mr + i)·ld + c0 + c] · rows[(s0 + c0 + c)·w.ldRows + f] to
+// w.o[(p·mr + i)·hPad + f] for f < hPad: O += P·V with rows = vRows,
+// dQs += dS·K with rows = kRows. Read in place, 16 features of rows (one
 // column of B tiles, ≤ 16 KiB) at a time over every panel; packed, each
 // panel is transposed once and then runs every feature.
 func (w *attnScratch) tileTimes(x []float32, np int, rows []float32, s0 int) {
-	mr, nr, hPad, ld := w.mr, w.nr, w.hPad, w.ld
+	mr, nr, hPad, ld, ldr := w.mr, w.nr, w.hPad, w.ld, w.ldRows
 	if w.strided == nil {
 		for p := range np {
 			c0, c1 := w.lo[p], w.hi[p]
@@ -332,7 +359,7 @@ func (w *attnScratch) tileTimes(x []float32, np int, rows []float32, s0 int) {
 			}
 			w.transposePanel(x, p, c0, c1)
 			for f := 0; f < hPad; f += nr {
-				w.mul(c1-c0, w.ap, 1, mr, rows[(s0+c0)*hPad+f:], hPad, w.o[p*mr*hPad+f:], hPad, true)
+				w.mul(c1-c0, w.ap, 1, mr, rows[(s0+c0)*ldr+f:], ldr, w.o[p*mr*hPad+f:], hPad, true)
 			}
 		}
 		return
@@ -341,7 +368,7 @@ func (w *attnScratch) tileTimes(x []float32, np int, rows []float32, s0 int) {
 	for f := 0; f < hPad; f += nr {
 		for p := range np {
 			if c0, c1 := w.klo[p], w.khi[p]; c0 < c1 {
-				w.mul(c1-c0, x[p*mr*ld+c0:], ld, 1, rows[(s0+c0)*hPad+f:], hPad, w.o[p*mr*hPad+f:], hPad, true)
+				w.mul(c1-c0, x[p*mr*ld+c0:], ld, 1, rows[(s0+c0)*ldr+f:], ldr, w.o[p*mr*hPad+f:], hPad, true)
 			}
 		}
 	}
@@ -413,7 +440,7 @@ func (w *attnScratch) forwardBlock(fwd, qs, bias []float32, rows []attnRow, b, j
 			w.mx[i] = mNew
 		}
 		// O += P·V.
-		w.tileTimes(w.s, np, w.vr, s0)
+		w.tileTimes(w.s, np, w.vRows, s0)
 	}
 	base := ((b*a.KVHeads+j)*a.T + t0) * r * (h + 2)
 	for i := range m {
@@ -516,7 +543,7 @@ func (w *attnScratch) backwardBlock(grads, qs, dO, bias, fwd []float32, rows []a
 			}
 		}
 		// dQs += dS·K.
-		w.tileTimes(w.ds, np, w.kr, s0)
+		w.tileTimes(w.ds, np, w.kRows, s0)
 	}
 	gbase := (b*a.KVHeads + j) * a.T * (r + 2) * h
 	for i := range m {
