@@ -36,6 +36,13 @@ POLY8(128, $0x3e2aaaab) // 1/6
 POLY8(160, $0x3f000000) // 1/2
 GLOBL attnpoly<>(SB), RODATA|NOPTR, $192
 
+// The range of e^x's fast path (EXP8F): x ≥ −86 makes n = round(x·log2 e)
+// ≥ −124 and x ≤ 88 makes n ≤ 127, so 2^n is a normal float32 and
+// neither clamp of EXP8M (89, −104) changes x.
+DATA attnfast<>+0(SB)/4, $0xc2ac0000 // -86
+DATA attnfast<>+4(SB)/4, $0x42b00000 // 88
+GLOBL attnfast<>(SB), RODATA|NOPTR, $8
+
 // attnmask<>+32−4·n holds the mask of the first n of 8 lanes (n ≤ 8).
 DATA attnmask<>+0(SB)/8, $0xffffffffffffffff
 DATA attnmask<>+8(SB)/8, $0xffffffffffffffff
@@ -86,6 +93,31 @@ GLOBL attnmask<>(SB), RODATA|NOPTR, $64
 	VMULPS       Y0, Y3, Y3; \
 	VMULPS       Y1, Y3, Y3
 
+// EXP8F is EXP8M for lanes with −86 ≤ Y0 ≤ 88 (attnfast<>; not NaN): the
+// clamps left out (they do not change such an x) and the polynomial
+// scaled by 2^n in one product instead of 2^⌊n/2⌋ and then 2^(n−⌊n/2⌋).
+// Both are exact but for the last rounding (2^⌊n/2⌋ leaves the product
+// normal; 2^n is a normal float32), which rounds the same real number, so
+// the float32s are EXP8M's (TestAttnRowKernels' range trials).
+#define EXP8F \
+	VMULPS       Y4, Y0, Y1; \
+	VROUNDPS     $0, Y1, Y1; \
+	VMOVAPS      Y0, Y2; \
+	VFNMADD231PS Y5, Y1, Y2; \
+	VFNMADD231PS Y6, Y1, Y2; \
+	VMOVUPS      attnpoly<>+0(SB), Y3; \
+	VFMADD213PS  attnpoly<>+32(SB), Y2, Y3; \
+	VFMADD213PS  attnpoly<>+64(SB), Y2, Y3; \
+	VFMADD213PS  attnpoly<>+96(SB), Y2, Y3; \
+	VFMADD213PS  attnpoly<>+128(SB), Y2, Y3; \
+	VFMADD213PS  attnpoly<>+160(SB), Y2, Y3; \
+	VFMADD213PS  Y9, Y2, Y3; \
+	VFMADD213PS  Y9, Y2, Y3; \
+	VCVTPS2DQ    Y1, Y1; \
+	VPSLLD       $23, Y1, Y1; \
+	VPADDD       Y9, Y1, Y1; \
+	VMULPS       Y1, Y3, Y3
+
 // TAILMASK sets Y12 to the mask of the first DX (1…7) lanes (AX clobbered).
 #define TAILMASK \
 	LEAQ    attnmask<>+32(SB), AX; \
@@ -109,13 +141,21 @@ TEXT ·attnSoftmaxAVX2(SB), NOSPLIT, $0-32
 	MOVQ         CX, DX
 	CMPQ         DX, $8
 	JB           maxfold
+	// Over the whole vectors, also their minimum (Y14) and their NaN
+	// lanes (Y15), for the fast path's range.
+	VMOVUPS      (DI), Y14
+	VXORPS       Y15, Y15, Y15
 
 maxloop:
-	VMAXPS (DI), Y10, Y10
-	ADDQ   $32, DI
-	SUBQ   $8, DX
-	CMPQ   DX, $8
-	JAE    maxloop
+	VMOVUPS (DI), Y0
+	VMAXPS  Y0, Y10, Y10
+	VMINPS  Y0, Y14, Y14
+	VCMPPS  $3, Y0, Y0, Y1
+	VORPS   Y1, Y15, Y15
+	ADDQ    $32, DI
+	SUBQ    $8, DX
+	CMPQ    DX, $8
+	JAE     maxloop
 
 maxfold:
 	VEXTRACTF128 $1, Y10, X0
@@ -141,6 +181,28 @@ maxdone:
 	MOVQ         CX, DX
 	CMPQ         DX, $8
 	JB           exptail
+	// The fast path when no whole vector holds a NaN and min − m ≥ −86
+	// (then every x − m is in [−86, 0], or m is NaN or ±Inf and the
+	// comparison fails).
+	VSUBPS       Y10, Y14, Y14
+	VBROADCASTSS attnfast<>+0(SB), Y0
+	VCMPPS       $9, Y0, Y14, Y14 // NGE_US: not (min − m ≥ −86)
+	VORPS        Y14, Y15, Y15
+	VMOVMSKPS    Y15, AX
+	TESTL        AX, AX
+	JNZ          exploop
+
+fastexploop:
+	VMOVUPS (DI), Y0
+	VSUBPS  Y10, Y0, Y0
+	EXP8F
+	VMOVUPS Y3, (DI)
+	VADDPS  Y3, Y11, Y11
+	ADDQ    $32, DI
+	SUBQ    $8, DX
+	CMPQ    DX, $8
+	JAE     fastexploop
+	JMP     exptail
 
 exploop:
 	VMOVUPS (DI), Y0
@@ -186,6 +248,53 @@ TEXT ·attnGradAVX2(SB), NOSPLIT, $0-36
 	EXPCONSTS
 	CMPQ         DX, $8
 	JB           gradtail
+	// The fast path when no whole vector holds a NaN and every p − m of
+	// them is in [−86, 88]: min (Y14) and max (Y15) of the whole vectors,
+	// their NaN lanes (Y12).
+	MOVQ         SI, R8
+	MOVQ         DX, CX
+	VMOVUPS      (R8), Y14
+	VMOVAPS      Y14, Y15
+	VXORPS       Y12, Y12, Y12
+
+rangeloop:
+	VMOVUPS (R8), Y0
+	VMINPS  Y0, Y14, Y14
+	VMAXPS  Y0, Y15, Y15
+	VCMPPS  $3, Y0, Y0, Y1
+	VORPS   Y1, Y12, Y12
+	ADDQ    $32, R8
+	SUBQ    $8, CX
+	CMPQ    CX, $8
+	JAE     rangeloop
+	VSUBPS       Y10, Y14, Y14
+	VSUBPS       Y10, Y15, Y15
+	VBROADCASTSS attnfast<>+0(SB), Y0
+	VBROADCASTSS attnfast<>+4(SB), Y1
+	VCMPPS       $9, Y0, Y14, Y14 // NGE_US: not (min − m ≥ −86)
+	VCMPPS       $6, Y1, Y15, Y15 // NLE_US: not (max − m ≤ 88)
+	VORPS        Y14, Y12, Y12
+	VORPS        Y15, Y12, Y12
+	VMOVMSKPS    Y12, AX
+	TESTL        AX, AX
+	JNZ          gradloop
+
+fastgradloop:
+	VMOVUPS (SI), Y0
+	VSUBPS  Y10, Y0, Y0
+	EXP8F
+	VMULPS  Y11, Y3, Y3
+	VMOVUPS Y3, (SI)
+	VMOVUPS (DI), Y0
+	VSUBPS  Y13, Y0, Y0
+	VMULPS  Y3, Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	SUBQ    $8, DX
+	CMPQ    DX, $8
+	JAE     fastgradloop
+	JMP     gradtail
 
 gradloop:
 	VMOVUPS (SI), Y0

@@ -16,7 +16,7 @@ func TestAttnRowKernels(t *testing.T) {
 	inf := float32(math.Inf(1))
 	nan := float32(math.NaN())
 	for _, n := range []int{0, 1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 100, 1000, 1001} {
-		for trial := range 6 {
+		for trial := range 9 {
 			x := make([]float32, n)
 			for i := range x {
 				x[i] = float32(rng.NormFloat64() * 4)
@@ -38,6 +38,26 @@ func TestAttnRowKernels(t *testing.T) {
 				special = -inf
 			case 5:
 				special = nan
+			case 6, 7: // around the fast path's bound x − m ≥ −86, and subnormal e^x
+				for i := range x {
+					x[i] = -80 - 19*float32(rng.Float64())
+				}
+				if trial == 7 {
+					for i := range x {
+						x[i] = -84 - 2*float32(rng.Float64())
+					}
+				}
+				if n > 0 {
+					x[rng.IntN(n)] = 0
+				}
+			case 8: // every whole vector in the fast range, then one past it
+				for i := range x {
+					x[i] = -86 * float32(rng.Float64())
+				}
+				if n > 0 {
+					x[0] = 0
+					x[rng.IntN(n)] = -86
+				}
 			}
 			if special != 0 && n > 0 {
 				x[rng.IntN(n)] = special
@@ -78,19 +98,23 @@ func TestAttnRowKernels(t *testing.T) {
 						t.Fatalf("m, sum = %g, %g, want %g, %g", gm, gs, m, s)
 					}
 				}
-				// The backward's row: p from the same scores, ds from random dP.
-				p1, p2 := append([]float32(nil), x...), append([]float32(nil), x...)
-				ds1 := make([]float32, n)
-				for i := range ds1 {
-					ds1[i] = float32(rng.NormFloat64())
-				}
-				ds2 := append([]float32(nil), ds1...)
-				inv, d := 1/max(ws, 1), float32(rng.NormFloat64())
-				attnGrad(p1, ds1, wm, inv, d)
-				attnGradGo(p2, ds2, wm, inv, d)
-				for i := range p1 {
-					if math.Float32bits(p1[i]) != math.Float32bits(p2[i]) || math.Float32bits(ds1[i]) != math.Float32bits(ds2[i]) {
-						t.Fatalf("attnGrad: p, ds[%d] = %g, %g; Go %g, %g", i, p1[i], ds1[i], p2[i], ds2[i])
+				// The backward's row: p from the same scores, ds from random
+				// dP; with the row's m, and with m lower and higher (p − m
+				// across the fast path's bounds 88 and −86).
+				for _, m := range []float32{wm, wm - 87.9, wm - 88.5, wm + 60, wm - 200} {
+					p1, p2 := append([]float32(nil), x...), append([]float32(nil), x...)
+					ds1 := make([]float32, n)
+					for i := range ds1 {
+						ds1[i] = float32(rng.NormFloat64())
+					}
+					ds2 := append([]float32(nil), ds1...)
+					inv, d := 1/max(ws, 1), float32(rng.NormFloat64())
+					attnGrad(p1, ds1, m, inv, d)
+					attnGradGo(p2, ds2, m, inv, d)
+					for i := range p1 {
+						if math.Float32bits(p1[i]) != math.Float32bits(p2[i]) || math.Float32bits(ds1[i]) != math.Float32bits(ds2[i]) {
+							t.Fatalf("attnGrad (m %g): p, ds[%d] = %g, %g; Go %g, %g", m, i, p1[i], ds1[i], p2[i], ds2[i])
+						}
 					}
 				}
 			})
