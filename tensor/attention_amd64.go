@@ -41,6 +41,17 @@ func attnStrided(ks *gemmKernelSet) func(k int, a []float32, rs, ps int, b []flo
 	}
 }
 
+// attnStridedN returns, for the AVX2 GEMM set, sgemm6x16StridedNAVX2: n
+// tiles of the strided micro-kernel in one call; nil for the other sets.
+func attnStridedN(ks *gemmKernelSet) func(k int, a []float32, rs, ps, astep int, b []float32, ldb, bstep int, c []float32, ldc, cstep, n int, acc bool) {
+	if ks.name != "avx2" {
+		return nil
+	}
+	return func(k int, a []float32, rs, ps, astep int, b []float32, ldb, bstep int, c []float32, ldc, cstep, n int, acc bool) {
+		sgemm6x16StridedNAVX2(k, &a[0], rs, ps, astep, &b[0], ldb, bstep, &c[0], ldc, cstep, n, acc)
+	}
+}
+
 //go:noescape
 func maskedLeadAVX2(x *float32, n int) int
 
@@ -76,3 +87,6 @@ func nonzero(x []float32) bool {
 	}
 	return nonzeroAVX2(&x[0], n) || nonzeroGo(x[n:])
 }
+
+//go:noescape
+func sgemm6x16StridedNAVX2(k int, a *float32, rs, ps, astep int, b *float32, ldb, bstep int, c *float32, ldc, cstep, n int, acc bool)

@@ -13,6 +13,11 @@ func attnStrided(ks *gemmKernelSet) func(k int, a []float32, rs, ps int, b []flo
 	return nil
 }
 
+// attnStridedN is nil off amd64: the tiles run one micro-kernel call each.
+func attnStridedN(ks *gemmKernelSet) func(k int, a []float32, rs, ps, astep int, b []float32, ldb, bstep int, c []float32, ldc, cstep, n int, acc bool) {
+	return nil
+}
+
 // maskedLead, maskedTrail and nonzero are their Go references off amd64.
 func maskedLead(x []float32) int  { return maskedLeadGo(x) }
 func maskedTrail(x []float32) int { return maskedTrailGo(x) }

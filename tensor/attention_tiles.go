@@ -116,6 +116,9 @@ type attnScratch struct {
 	// a[i·rs + p·ps] (attnStrided; nil: A is packed into panels, the
 	// buffers qp, dop, qt, dot and ap).
 	strided func(k int, a []float32, rs, ps int, b []float32, ldb int, c []float32, ldc int, acc bool)
+	// stridedN is strided on n tiles in one call (attnStridedN; nil: one
+	// call a tile).
+	stridedN func(k int, a []float32, rs, ps, astep int, b []float32, ldb, bstep int, c []float32, ldc, cstep, n int, acc bool)
 
 	kp, vp, kr, vr []float32
 	// kRows, vRows: row s of K, V of the current (b, j) at [s·ldRows:]
@@ -139,7 +142,7 @@ func (a *Attention) newScratch(ks *gemmKernelSet, backward bool) *attnScratch {
 	h := a.HeadDim
 	bq, bk := a.tiles(ks)
 	w := &attnScratch{a: a, key: a.scratchKey(ks, backward), ks: ks, mr: ks.mr, nr: ks.nr, h: h, r: a.groups(), bq: bq, bk: bk, ld: bk + ks.nr,
-		strided: attnStrided(ks)}
+		strided: attnStrided(ks), stridedN: attnStridedN(ks)}
 	w.hPad, w.hm, w.sPad = roundUp(h, w.nr), roundUp(h, w.mr), roundUp(a.S, w.nr)
 	mPad := roundUp(bq*w.r, w.mr)
 	packed := w.strided == nil
@@ -197,6 +200,26 @@ func (w *attnScratch) mul(k int, a []float32, rs, ps int, b []float32, ldb int, 
 	w.strided(k, a, rs, ps, b, ldb, c, ldc, acc)
 }
 
+// mulN runs mul on the n tiles t < n with A from a[t·astep:], B from
+// b[t·bstep:] and C at c[t·cstep:] (steps ≥ 0): the same float32s as n
+// mul calls, in one kernel call where the set has stridedN.
+func (w *attnScratch) mulN(k int, a []float32, rs, ps, astep int, b []float32, ldb, bstep int, c []float32, ldc, cstep, n int, acc bool) {
+	if n <= 0 {
+		return
+	}
+	if w.stridedN == nil {
+		for t := range n {
+			w.mul(k, a[t*astep:], rs, ps, b[t*bstep:], ldb, c[t*cstep:], ldc, acc)
+		}
+		return
+	}
+	// The last tile's extents (the steps are ≥ 0).
+	_ = a[(n-1)*astep+(w.mr-1)*rs+(k-1)*ps]
+	_ = b[(n-1)*bstep+(k-1)*ldb+w.nr-1]
+	_ = c[(n-1)*cstep+(w.mr-1)*ldc+w.nr-1]
+	w.stridedN(k, a, rs, ps, astep, b, ldb, bstep, c, ldc, cstep, n, acc)
+}
+
 // rowPanel returns A = panel p (rows p·mr + i, i < mr) of the block's
 // rows x (q or do, [mPad, h]) over the features, with its strides: in
 // place, or from xp (their panels) when the tiles pack.
@@ -208,15 +231,15 @@ func (w *attnScratch) rowPanel(x, xp []float32, p int) (a []float32, rs, ps int)
 }
 
 // featurePanel returns A = the features f ≤ i < f + mr of the block's
-// rows x (q or do) from row q0 on, rows as the depth, with its strides:
-// in place (features past h read the next row's, whose products are not
-// stored; x has mr floats of slack), or from xt (their panels, depth mPad)
-// when the tiles pack.
-func (w *attnScratch) featurePanel(x, xt []float32, f, q0, mPad int) (a []float32, rs, ps int) {
+// rows x (q or do) from row q0 on, rows as the depth, with its strides
+// and the step to the next mr features: in place (features past h read
+// the next row's, whose products are not stored; x has mr floats of
+// slack), or from xt (their panels, depth mPad) when the tiles pack.
+func (w *attnScratch) featurePanel(x, xt []float32, f, q0, mPad int) (a []float32, rs, ps, step int) {
 	if w.strided != nil {
-		return x[f+q0*w.h:], 1, w.h
+		return x[f+q0*w.h:], 1, w.h, w.mr
 	}
-	return xt[f*mPad+q0*w.mr:], 1, w.mr
+	return xt[f*mPad+q0*w.mr:], 1, w.mr, w.mr * mPad
 }
 
 // packKV packs K and V of (b, j): kp as nr-key panels of depth h, and
@@ -320,8 +343,8 @@ func (w *attnScratch) products(dst, x, xp, bp []float32, np, s0 int) {
 	mr, nr, h, ld := w.mr, w.nr, w.h, w.ld
 	for p := range np {
 		a, rs, ps := w.rowPanel(x, xp, p)
-		for c := w.lo[p]; c < w.hi[p]; c += nr {
-			w.mul(h, a, rs, ps, bp[(s0+c)*h:], nr, dst[p*mr*ld+c:], ld, false)
+		if c := w.lo[p]; c < w.hi[p] {
+			w.mulN(h, a, rs, ps, 0, bp[(s0+c)*h:], nr, nr*h, dst[p*mr*ld+c:], ld, nr, (w.hi[p]-c)/nr, false)
 		}
 	}
 }
@@ -535,11 +558,10 @@ func (w *attnScratch) backwardBlock(grads, qs, dO, bias, fwd []float32, rows []a
 				if pf < 0 {
 					continue
 				}
+				// Every feature panel f = 0, mr, … < hm.
 				q0, q1 := pf*mr, (pl+1)*mr
-				for f := 0; f < w.hm; f += mr {
-					a, rs, ps := w.featurePanel(g.x, g.xt, f, q0, mPad)
-					w.mul(q1-q0, a, rs, ps, g.b[q0*ld+c:], ld, g.acc[f*w.sPad+s0+c:], w.sPad, true)
-				}
+				a, rs, ps, step := w.featurePanel(g.x, g.xt, 0, q0, mPad)
+				w.mulN(q1-q0, a, rs, ps, step, g.b[q0*ld+c:], ld, 0, g.acc[s0+c:], w.sPad, mr*w.sPad, w.hm/mr, true)
 			}
 		}
 		// dQs += dS·K.
