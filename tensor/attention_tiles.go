@@ -388,11 +388,9 @@ func (w *attnScratch) tileTimes(x []float32, np int, rows []float32, s0 int) {
 		return
 	}
 	// Over the keys its rows' ranges meet (x is zero elsewhere).
-	for f := 0; f < hPad; f += nr {
-		for p := range np {
-			if c0, c1 := w.klo[p], w.khi[p]; c0 < c1 {
-				w.mul(c1-c0, x[p*mr*ld+c0:], ld, 1, rows[(s0+c0)*ldr+f:], ldr, w.o[p*mr*hPad+f:], hPad, true)
-			}
+	for p := range np {
+		if c0, c1 := w.klo[p], w.khi[p]; c0 < c1 {
+			w.mulN(c1-c0, x[p*mr*ld+c0:], ld, 1, 0, rows[(s0+c0)*ldr:], ldr, nr, w.o[p*mr*hPad:], hPad, nr, hPad/nr, true)
 		}
 	}
 }
