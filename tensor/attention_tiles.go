@@ -34,7 +34,10 @@ import (
 // panel by panel (ks.transpose).
 //
 // The softmax of each row of a tile is one fused pass after its maximum
-// (attnSoftmax), as are the backward's P and dS (attnGrad).
+// (attnSoftmax), as are the backward's P and dS (attnGrad). The forward
+// runs one panel at a time (its scores, their softmax, O += P·V: the mr
+// rows of scores stay in L1); the backward's dKᵀ and dVᵀ sum over the
+// rows of a block, so it keeps the block's tiles.
 //
 // Masked keys cost nothing at the granularity of one panel of mr rows and
 // one chunk of nr keys: each panel computes only the chunks that meet its
@@ -128,7 +131,7 @@ type attnScratch struct {
 	q, do        []float32 // the block's rows [mPad, h], zero past m (and mr floats of slack)
 	qp, dop      []float32 // mr-row panels of q, do
 	qt, dot      []float32 // mr-feature panels of q, do (depth mPad)
-	s, ds        []float32 // scores → P, dP → dS of one tile [mPad, ld]
+	s, ds        []float32 // scores → P, dP → dS of one tile [mPad, ld] (the forward: one panel, [mr, ld])
 	ap           []float32 // one panel of P or dS transposed [ld, mr]
 	o            []float32 // O or dQ accumulators [mPad, hPad]
 	mx, l, d     []float32 // per row: running max, sum (inverse sum), D
@@ -149,7 +152,11 @@ func (a *Attention) newScratch(ks *gemmKernelSet, backward bool) *attnScratch {
 	w.kp = make([]float32, w.sPad*h)
 	// The slack: the last panel of features (from hm − mr) of the last row.
 	w.q = make([]float32, mPad*h+w.mr)
-	w.s = make([]float32, mPad*w.ld)
+	if backward {
+		w.s = make([]float32, mPad*w.ld)
+	} else {
+		w.s = make([]float32, w.mr*w.ld) // one panel at a time
+	}
 	if packed {
 		w.qp = make([]float32, mPad*h)
 		w.ap = make([]float32, w.mr*w.ld)
@@ -366,39 +373,37 @@ func (w *attnScratch) rowKeys(sr, bias []float32, ri attnRow, b, t, s0, c0, c1 i
 }
 
 // tileTimes adds, for each of the np panels p of x (rows p·mr + i,
-// i < mr, of a tile of P or dS) over its chunks [c0, c1),
-// Σ_c x[(p·mr + i)·ld + c0 + c] · rows[(s0 + c0 + c)·w.ldRows + f] to
-// w.o[(p·mr + i)·hPad + f] for f < hPad: O += P·V with rows = vRows,
-// dQs += dS·K with rows = kRows. Read in place, 16 features of rows (one
-// column of B tiles, ≤ 16 KiB) at a time over every panel; packed, each
-// panel is transposed once and then runs every feature.
+// i < mr, of a tile of P or dS), panelTimes(x[p·mr·ld:], p, rows, s0):
+// O += P·V with rows = vRows, dQs += dS·K with rows = kRows.
 func (w *attnScratch) tileTimes(x []float32, np int, rows []float32, s0 int) {
-	mr, nr, hPad, ld, ldr := w.mr, w.nr, w.hPad, w.ld, w.ldRows
-	if w.strided == nil {
-		for p := range np {
-			c0, c1 := w.lo[p], w.hi[p]
-			if c0 >= c1 {
-				continue
-			}
-			w.transposePanel(x, p, c0, c1)
-			for f := 0; f < hPad; f += nr {
-				w.mul(c1-c0, w.ap, 1, mr, rows[(s0+c0)*ldr+f:], ldr, w.o[p*mr*hPad+f:], hPad, true)
-			}
-		}
-		return
-	}
-	// Over the keys its rows' ranges meet (x is zero elsewhere).
 	for p := range np {
-		if c0, c1 := w.klo[p], w.khi[p]; c0 < c1 {
-			w.mulN(c1-c0, x[p*mr*ld+c0:], ld, 1, 0, rows[(s0+c0)*ldr:], ldr, nr, w.o[p*mr*hPad:], hPad, nr, hPad/nr, true)
-		}
+		w.panelTimes(x[p*w.mr*w.ld:], p, rows, s0)
 	}
 }
 
-// transposePanel writes w.ap[c·mr + i] = x[(p·mr + i)·ld + c0 + c] for
-// c < c1 − c0: panel p of x as the A operand of a product over keys.
-func (w *attnScratch) transposePanel(x []float32, p, c0, c1 int) {
-	transposeInto(w.ks, w.ap, w.mr, x[p*w.mr*w.ld+c0:], w.ld, w.mr, c1-c0)
+// panelTimes adds, for the mr rows i of x (panel p of a tile of P or dS,
+// row i at x[i·ld:]) over the panel's chunks [c0, c1),
+// Σ_c x[i·ld + c0 + c] · rows[(s0 + c0 + c)·w.ldRows + f] to
+// w.o[(p·mr + i)·hPad + f] for f < hPad. Read in place over the keys its
+// rows' ranges meet (x is zero elsewhere in the chunks), the four
+// 16-feature tiles in one call; packed, the panel is transposed once and
+// then runs every feature.
+func (w *attnScratch) panelTimes(x []float32, p int, rows []float32, s0 int) {
+	mr, nr, hPad, ld, ldr := w.mr, w.nr, w.hPad, w.ld, w.ldRows
+	if w.strided == nil {
+		c0, c1 := w.lo[p], w.hi[p]
+		if c0 >= c1 {
+			return
+		}
+		transposeInto(w.ks, w.ap, mr, x[c0:], ld, mr, c1-c0)
+		for f := 0; f < hPad; f += nr {
+			w.mul(c1-c0, w.ap, 1, mr, rows[(s0+c0)*ldr+f:], ldr, w.o[p*mr*hPad+f:], hPad, true)
+		}
+		return
+	}
+	if c0, c1 := w.klo[p], w.khi[p]; c0 < c1 {
+		w.mulN(c1-c0, x[c0:], ld, 1, 0, rows[(s0+c0)*ldr:], ldr, nr, w.o[p*mr*hPad:], hPad, nr, hPad/nr, true)
+	}
 }
 
 // transposeInto writes dst[c·ldd + i] = src[i·lds + c] for i < rows,
@@ -436,32 +441,36 @@ func (w *attnScratch) forwardBlock(fwd, qs, bias []float32, rows []attnRow, b, j
 	for s0 := lo / w.bk * w.bk; s0 < hi; s0 += w.bk {
 		s1 := min(a.S, s0+w.bk)
 		np := w.panelChunks(rows, b, t0, m, s0, s1)
-		w.products(w.s, w.q, w.qp, w.kp, np, s0)
-		for i := range m {
-			c0, c1 := w.lo[i/mr], w.hi[i/mr]
+		// Panel by panel, its scores (w.s's first mr rows, in L1), their
+		// softmax and O += P·V.
+		for p := range np {
+			c0, c1 := w.lo[p], w.hi[p]
 			if c0 >= c1 {
 				continue
 			}
-			t := t0 + i/r
-			sr := w.s[i*ld : i*ld+c1]
-			e0, e1 := w.rowKeys(sr, bias, rows[b*a.T+t], b, t, s0, c0, c1)
-			if e0 >= e1 {
-				clear(sr[c0:])
-				continue
+			ap, rs, ps := w.rowPanel(w.q, w.qp, p)
+			w.mulN(h, ap, rs, ps, 0, w.kp[(s0+c0)*h:], w.nr, w.nr*h, w.s[c0:], ld, w.nr, (c1-c0)/w.nr, false)
+			for i := p * mr; i < min(m, (p+1)*mr); i++ {
+				t := t0 + i/r
+				sr := w.s[(i-p*mr)*ld : (i-p*mr)*ld+c1]
+				e0, e1 := w.rowKeys(sr, bias, rows[b*a.T+t], b, t, s0, c0, c1)
+				if e0 >= e1 {
+					clear(sr[c0:])
+					continue
+				}
+				clear(sr[c0:e0])
+				clear(sr[e1:])
+				mNew, sum := attnSoftmax(sr[e0:e1], w.mx[i])
+				// The row's first keys: o and l are still zero.
+				if alpha := float32(math.Exp(float64(w.mx[i] - mNew))); alpha != 1 && w.mx[i] != float32(math.Inf(-1)) {
+					w.l[i] *= alpha
+					vek32.MulNumber_Inplace(w.o[i*hPad:i*hPad+h], alpha)
+				}
+				w.l[i] += sum
+				w.mx[i] = mNew
 			}
-			clear(sr[c0:e0])
-			clear(sr[e1:])
-			mNew, sum := attnSoftmax(sr[e0:e1], w.mx[i])
-			// The row's first keys: o and l are still zero.
-			if alpha := float32(math.Exp(float64(w.mx[i] - mNew))); alpha != 1 && w.mx[i] != float32(math.Inf(-1)) {
-				w.l[i] *= alpha
-				vek32.MulNumber_Inplace(w.o[i*hPad:i*hPad+h], alpha)
-			}
-			w.l[i] += sum
-			w.mx[i] = mNew
+			w.panelTimes(w.s, p, w.vRows, s0)
 		}
-		// O += P·V.
-		w.tileTimes(w.s, np, w.vRows, s0)
 	}
 	base := ((b*a.KVHeads+j)*a.T + t0) * r * (h + 2)
 	for i := range m {
