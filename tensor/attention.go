@@ -3,6 +3,8 @@ package tensor
 import (
 	"fmt"
 	"math"
+	"sync"
+	"sync/atomic"
 )
 
 // Grouped-query attention (Ainslie et al. 2023) as a blocked, flash-style
@@ -132,18 +134,46 @@ func (a *Attention) forwardWith(ks *gemmKernelSet, fwd, qs, k, v, bias []float32
 	if wk := Workers(a.Workers); units < wk {
 		split = min(nq, (wk+units-1)/units)
 	}
-	ParallelFor(units*split, a.Workers, 1, func(_, lo, hi int) {
-		w := a.scratch(ks, false)
-		defer a.release(w)
-		for task := lo; task < hi; task++ {
-			u, part := task/split, task%split
-			b, j := u/kv, u%kv
-			w.packKV(k, v, b, j)
-			for qt := part; qt < nq; qt += split {
-				w.forwardBlock(fwd, qs, bias, rows, b, j, qt*bq, min(a.T, (qt+1)*bq))
-			}
+	a.eachUnit(ks, false, units*split, func(w *attnScratch, task int) {
+		u, part := task/split, task%split
+		b, j := u/kv, u%kv
+		w.packKV(k, v, b, j)
+		for qt := part; qt < nq; qt += split {
+			w.forwardBlock(fwd, qs, bias, rows, b, j, qt*bq, min(a.T, (qt+1)*bq))
 		}
 	})
+}
+
+// eachUnit runs fn(w, u) for every u < n on up to a.Workers goroutines
+// (≤ 0: GOMAXPROCS), each with its own scratch w, that take the next unit
+// whenever they finish one: units differ in cost (padding masks), and a
+// worker slowed by other load leaves the rest to the others instead of
+// holding up the call with a fixed share. A unit's results do not depend
+// on the worker that runs it.
+func (a *Attention) eachUnit(ks *gemmKernelSet, backward bool, n int, fn func(w *attnScratch, u int)) {
+	workers := min(Workers(a.Workers), n)
+	if workers <= 1 {
+		w := a.scratch(ks, backward)
+		defer a.release(w)
+		for u := range n {
+			fn(w, u)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := a.scratch(ks, backward)
+			defer a.release(w)
+			for u := int(next.Add(1)) - 1; u < n; u = int(next.Add(1)) - 1 {
+				fn(w, u)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // Backward writes grads (dQs, dK, dV) for qs, k, v, bias, the forward's
@@ -170,19 +200,15 @@ func (a *Attention) backwardWith(ks *gemmKernelSet, grads, qs, k, v, bias, fwd, 
 	nq := (a.T + bq - 1) / bq
 	rows := a.maskRows(bias)
 	defer a.releaseRows(rows)
-	ParallelFor(a.Batch*kv, a.Workers, 1, func(_, lo, hi int) {
-		w := a.scratch(ks, true)
-		defer a.release(w)
-		for u := lo; u < hi; u++ {
-			b, j := u/kv, u%kv
-			w.packKV(k, v, b, j)
-			clear(w.dkt)
-			clear(w.dvt)
-			for qt := range nq {
-				w.backwardBlock(grads, qs, dO, bias, fwd, rows, b, j, qt*bq, min(a.T, (qt+1)*bq))
-			}
-			w.storeKV(grads, b, j)
+	a.eachUnit(ks, true, a.Batch*kv, func(w *attnScratch, u int) {
+		b, j := u/kv, u%kv
+		w.packKV(k, v, b, j)
+		clear(w.dkt)
+		clear(w.dvt)
+		for qt := range nq {
+			w.backwardBlock(grads, qs, dO, bias, fwd, rows, b, j, qt*bq, min(a.T, (qt+1)*bq))
 		}
+		w.storeKV(grads, b, j)
 	})
 }
 
