@@ -575,6 +575,12 @@ func (w *attnScratch) backwardBlock(grads, qs, dO, bias, fwd []float32, rows []a
 		w.tileTimes(w.ds, np, w.kRows, s0)
 	}
 	gbase := (b*a.KVHeads + j) * a.T * (r + 2) * h
+	if hPad == h { // the r rows of a position are contiguous in both
+		for t := t0; t < t1; t++ {
+			copy(grads[gbase+t*(r+2)*h:gbase+(t*(r+2)+r)*h], w.o[(t-t0)*r*h:(t-t0+1)*r*h])
+		}
+		return
+	}
 	for i := range m {
 		t, hd := t0+i/r, i%r
 		copy(grads[gbase+(t*(r+2)+hd)*h:gbase+(t*(r+2)+hd+1)*h], w.o[i*hPad:i*hPad+h])
