@@ -90,3 +90,19 @@ func nonzero(x []float32) bool {
 
 //go:noescape
 func sgemm6x16StridedNAVX2(k int, a *float32, rs, ps, astep int, b *float32, ldb, bstep int, c *float32, ldc, cstep, n int, acc bool)
+
+//go:noescape
+func attnOutRowsAVX2(dst *float32, ldd int, o *float32, ldo int, mx, l *float32, n, h int)
+
+// attnOutRows is attnOutRowsGo, with attnOutRowsAVX2 where the CPU has
+// AVX2 (the same float32s: TestAttnOutRows).
+func attnOutRows(dst []float32, ldd int, o []float32, ldo int, mx, l []float32, n, h int) {
+	if !hasAVX2 || n <= 0 {
+		attnOutRowsGo(dst, ldd, o, ldo, mx, l, n, h)
+		return
+	}
+	_ = dst[(n-1)*ldd+h+1]
+	_ = o[(n-1)*ldo+h-1]
+	_, _ = mx[n-1], l[n-1]
+	attnOutRowsAVX2(&dst[0], ldd, &o[0], ldo, &mx[0], &l[0], n, h)
+}

@@ -912,3 +912,68 @@ nzfound:
 	MOVB $1, ret+16(FP)
 	VZEROUPPER
 	RET
+
+// func attnOutRowsAVX2(dst *float32, ldd int, o *float32, ldo int, mx, l *float32, n, h int)
+//
+// For each row i < n: dst[i·ldd + f] = o[i·ldo + f]·(1/l[i]) for f < h
+// (1/l[i] one IEEE division, each product one IEEE multiplication: the
+// float32s of vek32.MulNumber_Into(dst, o, 1/l)), then dst[i·ldd + h] =
+// mx[i] and dst[i·ldd + h + 1] = l[i]: the forward's o, m, l rows.
+TEXT ·attnOutRowsAVX2(SB), NOSPLIT, $0-64
+	MOVQ   dst+0(FP), DI
+	MOVQ   ldd+8(FP), R8
+	SHLQ   $2, R8
+	MOVQ   o+16(FP), SI
+	MOVQ   ldo+24(FP), R9
+	SHLQ   $2, R9
+	MOVQ   mx+32(FP), R10
+	MOVQ   l+40(FP), R11
+	MOVQ   n+48(FP), BX
+	MOVQ   h+56(FP), R12
+	TESTQ  BX, BX
+	JLE    outdone
+	VMOVSS attnc<>+20(SB), X15 // 1
+
+outrow:
+	VMOVSS       (R11), X1
+	VDIVSS       X1, X15, X0 // 1/l
+	VBROADCASTSS X0, Y0
+	XORQ         CX, CX
+	MOVQ         R12, DX
+	CMPQ         DX, $8
+	JB           outtail
+
+outvec:
+	VMULPS  (SI)(CX*4), Y0, Y2
+	VMOVUPS Y2, (DI)(CX*4)
+	ADDQ    $8, CX
+	SUBQ    $8, DX
+	CMPQ    DX, $8
+	JAE     outvec
+
+outtail:
+	TESTQ DX, DX
+	JZ    outml
+
+outone:
+	VMULSS (SI)(CX*4), X0, X2
+	VMOVSS X2, (DI)(CX*4)
+	INCQ   CX
+	DECQ   DX
+	JNZ    outone
+
+outml:
+	MOVL (R10), AX
+	MOVL AX, (DI)(CX*4)
+	MOVL (R11), AX
+	MOVL AX, 4(DI)(CX*4)
+	ADDQ R8, DI
+	ADDQ R9, SI
+	ADDQ $4, R10
+	ADDQ $4, R11
+	DECQ BX
+	JNZ  outrow
+	VZEROUPPER
+
+outdone:
+	RET

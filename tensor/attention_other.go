@@ -22,3 +22,8 @@ func attnStridedN(ks *gemmKernelSet) func(k int, a []float32, rs, ps, astep int,
 func maskedLead(x []float32) int  { return maskedLeadGo(x) }
 func maskedTrail(x []float32) int { return maskedTrailGo(x) }
 func nonzero(x []float32) bool    { return nonzeroGo(x) }
+
+// attnOutRows is attnOutRowsGo off amd64.
+func attnOutRows(dst []float32, ldd int, o []float32, ldo int, mx, l []float32, n, h int) {
+	attnOutRowsGo(dst, ldd, o, ldo, mx, l, n, h)
+}

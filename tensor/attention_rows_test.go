@@ -269,3 +269,62 @@ func BenchmarkMaskRow(b *testing.B) {
 		})
 	}
 }
+
+// TestAttnOutRows checks attnOutRows (the AVX2 kernel where the CPU has
+// it) against attnOutRowsGo bit for bit over odd row lengths and counts,
+// strides, and NaN, ±Inf, 0 and subnormal sums and outputs.
+func TestAttnOutRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	special := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0, 1e-40}
+	for _, h := range []int{1, 2, 7, 8, 9, 15, 16, 17, 64, 100} {
+		for _, n := range []int{0, 1, 2, 7, 17} {
+			ldo, ldd := h+rng.IntN(5), h+2+rng.IntN(5)
+			o := make([]float32, max(0, (n-1)*ldo+h))
+			mx, l := make([]float32, n), make([]float32, n)
+			for i := range o {
+				o[i] = float32(rng.NormFloat64() * 3)
+			}
+			for i := range n {
+				mx[i], l[i] = float32(rng.NormFloat64()*5), float32(rng.Float64()*100)
+			}
+			if n > 1 {
+				o[rng.IntN(len(o))] = special[rng.IntN(len(special))]
+				l[rng.IntN(n)] = special[rng.IntN(len(special))]
+				mx[rng.IntN(n)] = special[rng.IntN(len(special))]
+			}
+			got, want := make([]float32, max(0, (n-1)*ldd+h+2)), make([]float32, max(0, (n-1)*ldd+h+2))
+			for i := range got {
+				got[i] = float32(i)
+				want[i] = float32(i)
+			}
+			attnOutRows(got, ldd, o, ldo, mx, l, n, h)
+			attnOutRowsGo(want, ldd, o, ldo, mx, l, n, h)
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("h %d n %d: dst[%d] = %g, Go %g", h, n, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkAttnOutRows times the forward's output rows of one block (96
+// rows of 64 features into rows of 66).
+func BenchmarkAttnOutRows(b *testing.B) {
+	const n, h = 96, 64
+	o, dst := make([]float32, n*h), make([]float32, n*(h+2))
+	mx, l := make([]float32, n), make([]float32, n)
+	for i := range n {
+		l[i] = float32(i + 1)
+	}
+	b.Run("kernel", func(b *testing.B) {
+		for b.Loop() {
+			attnOutRows(dst, h+2, o, h, mx, l, n, h)
+		}
+	})
+	b.Run("go", func(b *testing.B) {
+		for b.Loop() {
+			attnOutRowsGo(dst, h+2, o, h, mx, l, n, h)
+		}
+	})
+}

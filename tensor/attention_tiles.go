@@ -473,11 +473,7 @@ func (w *attnScratch) forwardBlock(fwd, qs, bias []float32, rows []attnRow, b, j
 		}
 	}
 	base := ((b*a.KVHeads+j)*a.T + t0) * r * (h + 2)
-	for i := range m {
-		dst := fwd[base+i*(h+2) : base+(i+1)*(h+2)]
-		vek32.MulNumber_Into(dst[:h], w.o[i*hPad:i*hPad+h], 1/w.l[i])
-		dst[h], dst[h+1] = w.mx[i], w.l[i]
-	}
+	attnOutRows(fwd[base:], h+2, w.o, hPad, w.mx, w.l, m, h)
 }
 
 // backwardBlock adds the rows of positions t0 ≤ t < t1 of (b, j) to dKᵀ
