@@ -106,3 +106,19 @@ func attnOutRows(dst []float32, ldd int, o []float32, ldo int, mx, l []float32, 
 	_, _ = mx[n-1], l[n-1]
 	attnOutRowsAVX2(&dst[0], ldd, &o[0], ldo, &mx[0], &l[0], n, h)
 }
+
+//go:noescape
+func attnRowStatsAVX2(d, mx, linv *float32, x *float32, ldx int, f *float32, ldf, n, h int)
+
+// attnRowStats is attnRowStatsGo, with attnRowStatsAVX2 where the CPU has
+// AVX2 and FMA (the same float32s: TestAttnRowStats).
+func attnRowStats(d, mx, linv, x []float32, ldx int, f []float32, ldf, n, h int) {
+	if !hasAVX2 || n <= 0 || h <= 0 {
+		attnRowStatsGo(d, mx, linv, x, ldx, f, ldf, n, h)
+		return
+	}
+	_, _, _ = d[n-1], mx[n-1], linv[n-1]
+	_ = x[(n-1)*ldx+h-1]
+	_ = f[(n-1)*ldf+h+1]
+	attnRowStatsAVX2(&d[0], &mx[0], &linv[0], &x[0], ldx, &f[0], ldf, n, h)
+}

@@ -977,3 +977,89 @@ outml:
 
 outdone:
 	RET
+
+// func attnRowStatsAVX2(d, mx, linv *float32, x *float32, ldx int, f *float32, ldf, n, h int)
+//
+// For each row i < n, with y = f[i·ldf:] (a forward row: o, m, l):
+// d[i] = Σ_j x[i·ldx + j]·y[j] over j < h in vek32.Dot's order (4×8 lanes
+// over whole blocks of 32 as FMAs with y's operand in the register, the
+// lanes folded as Dot_AVX2_F32 folds them, then the last h mod 32 one
+// FMA at a time; the same operations, so the same float32s, NaN payloads
+// included), mx[i] = y[h] and linv[i] = 1/y[h + 1].
+TEXT ·attnRowStatsAVX2(SB), NOSPLIT, $0-72
+	MOVQ   x+24(FP), DI
+	MOVQ   ldx+32(FP), R8
+	SHLQ   $2, R8
+	MOVQ   f+40(FP), SI
+	MOVQ   ldf+48(FP), R9
+	SHLQ   $2, R9
+	MOVQ   d+0(FP), R10
+	MOVQ   mx+8(FP), R11
+	MOVQ   linv+16(FP), R12
+	MOVQ   n+56(FP), BX
+	MOVQ   h+64(FP), DX
+	TESTQ  BX, BX
+	JLE    statsdone
+	MOVQ   DX, R13
+	ANDQ   $-32, R13 // the whole blocks of 32
+
+statsrow:
+	VXORPS X0, X0, X0
+	XORQ   AX, AX
+	TESTQ  R13, R13
+	JZ     statstail
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+
+statsblock:
+	VMOVUPS     (SI)(AX*4), Y4
+	VMOVUPS     32(SI)(AX*4), Y5
+	VMOVUPS     64(SI)(AX*4), Y6
+	VMOVUPS     96(SI)(AX*4), Y7
+	VFMADD231PS (DI)(AX*4), Y4, Y0
+	VFMADD231PS 32(DI)(AX*4), Y5, Y1
+	VFMADD231PS 64(DI)(AX*4), Y6, Y2
+	VFMADD231PS 96(DI)(AX*4), Y7, Y3
+	ADDQ        $32, AX
+	CMPQ        AX, R13
+	JNE         statsblock
+	VADDPS      Y0, Y1, Y0
+	VADDPS      Y0, Y2, Y0
+	VADDPS      Y0, Y3, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS      X1, X0, X0
+	VPERMILPD   $1, X0, X1
+	VADDPS      X1, X0, X0
+	VMOVSHDUP   X0, X1
+	VADDSS      X1, X0, X0
+
+statstail:
+	CMPQ AX, DX
+	JE   statsstore
+
+statsone:
+	VMOVSS      (SI)(AX*4), X1
+	VFMADD231SS (DI)(AX*4), X1, X0
+	INCQ        AX
+	CMPQ        AX, DX
+	JNE         statsone
+
+statsstore:
+	VMOVSS X0, (R10)
+	MOVL   (SI)(DX*4), AX
+	MOVL   AX, (R11)
+	VMOVSS attnc<>+20(SB), X1 // 1
+	VDIVSS 4(SI)(DX*4), X1, X1
+	VMOVSS X1, (R12)
+	ADDQ   $4, R10
+	ADDQ   $4, R11
+	ADDQ   $4, R12
+	ADDQ   R8, DI
+	ADDQ   R9, SI
+	DECQ   BX
+	JNZ    statsrow
+	VZEROUPPER
+
+statsdone:
+	RET

@@ -27,3 +27,8 @@ func nonzero(x []float32) bool    { return nonzeroGo(x) }
 func attnOutRows(dst []float32, ldd int, o []float32, ldo int, mx, l []float32, n, h int) {
 	attnOutRowsGo(dst, ldd, o, ldo, mx, l, n, h)
 }
+
+// attnRowStats is attnRowStatsGo off amd64.
+func attnRowStats(d, mx, linv, x []float32, ldx int, f []float32, ldf, n, h int) {
+	attnRowStatsGo(d, mx, linv, x, ldx, f, ldf, n, h)
+}

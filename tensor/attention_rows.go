@@ -94,3 +94,14 @@ func attnOutRowsGo(dst []float32, ldd int, o []float32, ldo int, mx, l []float32
 		d[h], d[h+1] = mx[i], l[i]
 	}
 }
+
+// attnRowStatsGo reads the backward's per-row values: for i < n, with
+// y = f[i·ldf:] (a forward row: o, m, l), d[i] = Dot(x[i·ldx:][:h], y[:h])
+// (D = Σ dO ⊙ o), mx[i] = y[h] and linv[i] = 1/y[h + 1].
+func attnRowStatsGo(d, mx, linv, x []float32, ldx int, f []float32, ldf, n, h int) {
+	for i := range n {
+		y := f[i*ldf : i*ldf+h+2]
+		d[i] = Dot(x[i*ldx:i*ldx+h], y[:h])
+		mx[i], linv[i] = y[h], 1/y[h+1]
+	}
+}

@@ -328,3 +328,62 @@ func BenchmarkAttnOutRows(b *testing.B) {
 		}
 	})
 }
+
+// TestAttnRowStats checks attnRowStats (the AVX2 kernel where the CPU has
+// it) against attnRowStatsGo bit for bit over row lengths around vek32's
+// blocks of 32, counts, strides, and NaN, ±Inf, 0 and subnormal entries.
+func TestAttnRowStats(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	special := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0, 1e-40}
+	for _, h := range []int{1, 2, 7, 8, 9, 31, 32, 33, 63, 64, 65, 100, 1000} {
+		for _, n := range []int{0, 1, 2, 7, 17} {
+			ldx, ldf := h+rng.IntN(5), h+2+rng.IntN(5)
+			x, f := make([]float32, max(0, (n-1)*ldx+h)), make([]float32, max(0, (n-1)*ldf+h+2))
+			for i := range x {
+				x[i] = float32(rng.NormFloat64())
+			}
+			for i := range f {
+				f[i] = float32(rng.NormFloat64() * 4)
+			}
+			if n > 1 {
+				x[rng.IntN(len(x))] = special[rng.IntN(len(special))]
+				f[rng.IntN(len(f))] = special[rng.IntN(len(special))]
+				f[ldf+h+1] = special[rng.IntN(len(special))]
+			}
+			var got, want [3][]float32
+			for k := range 3 {
+				got[k], want[k] = make([]float32, n), make([]float32, n)
+			}
+			attnRowStats(got[0], got[1], got[2], x, ldx, f, ldf, n, h)
+			attnRowStatsGo(want[0], want[1], want[2], x, ldx, f, ldf, n, h)
+			for k := range 3 {
+				for i := range n {
+					if math.Float32bits(got[k][i]) != math.Float32bits(want[k][i]) {
+						t.Fatalf("h %d n %d: output %d row %d = %g, Go %g", h, n, k, i, got[k][i], want[k][i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkAttnRowStats times the backward's per-row D, m and 1/l of one
+// block (96 rows of 64 features).
+func BenchmarkAttnRowStats(b *testing.B) {
+	const n, h = 96, 64
+	x, f := make([]float32, n*h), make([]float32, n*(h+2))
+	for i := range f {
+		f[i] = 1
+	}
+	d, mx, linv := make([]float32, n), make([]float32, n), make([]float32, n)
+	b.Run("kernel", func(b *testing.B) {
+		for b.Loop() {
+			attnRowStats(d, mx, linv, x, h, f, h+2, n, h)
+		}
+	})
+	b.Run("go", func(b *testing.B) {
+		for b.Loop() {
+			attnRowStatsGo(d, mx, linv, x, h, f, h+2, n, h)
+		}
+	})
+}

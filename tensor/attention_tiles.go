@@ -492,11 +492,7 @@ func (w *attnScratch) backwardBlock(grads, qs, dO, bias, fwd []float32, rows []a
 		packPanels(w.dot, &dop, 0, 1, h, h, mPad, mr, w.tmp, ks)
 	}
 	fbase := ((b*a.KVHeads+j)*a.T + t0) * r * (h + 2)
-	for i := range m {
-		f := fwd[fbase+i*(h+2) : fbase+(i+1)*(h+2)]
-		w.mx[i], w.l[i] = f[h], 1/f[h+1]
-		w.d[i] = Dot(w.do[i*h:(i+1)*h], f[:h])
-	}
+	attnRowStats(w.d, w.mx, w.l, w.do, h, fwd[fbase:], h+2, m, h)
 	clear(w.o[:mPad*hPad])
 	lo, hi := w.blockKeys(rows, b, t0, t1)
 	for s0 := lo / w.bk * w.bk; s0 < hi; s0 += w.bk {
