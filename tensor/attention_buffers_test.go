@@ -18,7 +18,7 @@ func poisonAttnBuffers(p *AttentionBuffers) {
 				x[i] = nan
 			}
 		}
-		for _, x := range [][]int{w.lo, w.hi, w.klo, w.khi} {
+		for _, x := range [][]int{w.lo, w.hi, w.klo, w.khi, w.sufLo, w.sufHi} {
 			for i := range x {
 				x[i] = -1
 			}

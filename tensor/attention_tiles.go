@@ -139,6 +139,7 @@ type attnScratch struct {
 	tmp          []float32
 	lo, hi       []int // per panel: the tile's chunks [lo, hi) (relative)
 	klo, khi     []int // per panel: the keys [klo, khi) within them that its rows' ranges meet
+	sufLo, sufHi []int // per panel p (and np): the bounds of the chunks of the panels from p on
 }
 
 func (a *Attention) newScratch(ks *gemmKernelSet, backward bool) *attnScratch {
@@ -171,6 +172,8 @@ func (a *Attention) newScratch(ks *gemmKernelSet, backward bool) *attnScratch {
 	w.tmp = make([]float32, max(h, mPad, w.nr, w.ld))
 	w.lo = make([]int, mPad/w.mr)
 	w.hi = make([]int, mPad/w.mr)
+	w.sufLo = make([]int, mPad/w.mr+1)
+	w.sufHi = make([]int, mPad/w.mr+1)
 	w.klo = make([]int, mPad/w.mr)
 	w.khi = make([]int, mPad/w.mr)
 	if backward {
@@ -526,19 +529,36 @@ func (w *attnScratch) backwardBlock(grads, qs, dO, bias, fwd []float32, rows []a
 			clear(dr[e1:])
 			attnGrad(sr[e0:e1], dr[e0:e1], w.mx[i], w.l[i], w.d[i])
 		}
-		// Zeros in the union outside each panel's chunks: dKᵀ and dVᵀ of a
-		// chunk sum over every panel from the first to the last that
-		// computes it.
+		// Zeros where dKᵀ and dVᵀ read outside a panel's chunks: a chunk's
+		// products run over every panel from the first to the last that
+		// computes it, so a chunk outside panel p's is read with p's rows
+		// only if panels both before and after p compute it: within
+		// [max(loB, loA), min(hiB, hiA)), the bounds of the chunks of the
+		// panels before p (B) and after it (A). Nested ranges (the causal
+		// mask's) read none.
+		w.sufLo[np], w.sufHi[np] = w.bk, 0
+		for p := np - 1; p >= 0; p-- {
+			w.sufLo[p], w.sufHi[p] = w.sufLo[p+1], w.sufHi[p+1]
+			if w.lo[p] < w.hi[p] {
+				w.sufLo[p], w.sufHi[p] = min(w.sufLo[p], w.lo[p]), max(w.sufHi[p], w.hi[p])
+			}
+		}
+		loB, hiB := w.bk, 0
 		for p := range np {
 			c0, c1 := w.lo[p], w.hi[p]
-			if c0 >= c1 {
-				c0, c1 = u1, u1
+			x0, x1 := max(loB, w.sufLo[p+1]), min(hiB, w.sufHi[p+1])
+			if c0 < c1 {
+				loB, hiB = min(loB, c0), max(hiB, c1)
+			} else {
+				c0, c1 = x1, x1
 			}
-			for i := p * mr; i < (p+1)*mr; i++ {
-				clear(w.s[i*ld+u0 : i*ld+max(u0, c0)])
-				clear(w.s[i*ld+c1 : i*ld+u1])
-				clear(w.ds[i*ld+u0 : i*ld+max(u0, c0)])
-				clear(w.ds[i*ld+c1 : i*ld+u1])
+			if x0 < min(x1, c0) || max(x0, c1) < x1 {
+				for i := p * mr; i < (p+1)*mr; i++ {
+					clear(w.s[i*ld+x0 : i*ld+max(x0, min(x1, c0))])
+					clear(w.s[i*ld+min(x1, max(x0, c1)) : i*ld+x1])
+					clear(w.ds[i*ld+x0 : i*ld+max(x0, min(x1, c0))])
+					clear(w.ds[i*ld+min(x1, max(x0, c1)) : i*ld+x1])
+				}
 			}
 		}
 		// dVᵀ += dOᵀ·P, then dKᵀ += Qᵀ·dS, chunk by chunk (one product at
