@@ -359,6 +359,17 @@ func (w *attnScratch) products(dst, x, xp, bp []float32, np, s0 int) {
 	}
 }
 
+// clearOutside zeros x[c0:e0] and x[e1:] (calling clear only for a
+// non-empty range: the causal rows have none before e0).
+func clearOutside(x []float32, c0, e0, e1 int) {
+	if c0 < e0 {
+		clear(x[c0:e0])
+	}
+	if e1 < len(x) {
+		clear(x[e1:])
+	}
+}
+
 // rowKeys returns the entries [e0, e1) of row i's chunks [c0, c1) of the
 // tile at s0 that enter its softmax (the rest are zeros of it), adding the
 // bias to them unless the row's bias is zero there.
@@ -461,8 +472,7 @@ func (w *attnScratch) forwardBlock(fwd, qs, bias []float32, rows []attnRow, b, j
 					clear(sr[c0:])
 					continue
 				}
-				clear(sr[c0:e0])
-				clear(sr[e1:])
+				clearOutside(sr, c0, e0, e1)
 				mNew, sum := attnSoftmax(sr[e0:e1], w.mx[i])
 				// The row's first keys: o and l are still zero.
 				if alpha := float32(math.Exp(float64(w.mx[i] - mNew))); alpha != 1 && w.mx[i] != float32(math.Inf(-1)) {
@@ -523,10 +533,8 @@ func (w *attnScratch) backwardBlock(grads, qs, dO, bias, fwd []float32, rows []a
 				clear(dr[c0:])
 				continue
 			}
-			clear(sr[c0:e0])
-			clear(sr[e1:])
-			clear(dr[c0:e0])
-			clear(dr[e1:])
+			clearOutside(sr, c0, e0, e1)
+			clearOutside(dr, c0, e0, e1)
 			attnGrad(sr[e0:e1], dr[e0:e1], w.mx[i], w.l[i], w.d[i])
 		}
 		// Zeros where dKᵀ and dVᵀ read outside a panel's chunks: a chunk's
