@@ -3,6 +3,8 @@ package tensor
 import (
 	"fmt"
 	"math"
+	"sync"
+	"sync/atomic"
 )
 
 // Grouped-query attention (Ainslie et al. 2023) as a blocked, flash-style
@@ -56,6 +58,9 @@ type Attention struct {
 	QueryTile, KeyTile int
 	// Workers bounds the goroutines (≤ 0: GOMAXPROCS).
 	Workers int
+	// Buffers, when not nil, keeps the working buffers from call to call
+	// (nil: each call allocates its own).
+	Buffers *AttentionBuffers
 }
 
 func (a *Attention) groups() int { return a.Heads / a.KVHeads }
@@ -120,6 +125,7 @@ func (a *Attention) forwardWith(ks *gemmKernelSet, fwd, qs, k, v, bias []float32
 	bq, _ := a.tiles(ks)
 	nq := (a.T + bq - 1) / bq
 	rows := a.maskRows(bias)
+	defer a.releaseRows(rows)
 	// Work units: the (b, j) pairs, each packing K and V once; with fewer
 	// pairs than workers, each pair's query blocks are dealt round-robin
 	// to split tasks (so each gets early, cheap causal blocks and late,
@@ -128,17 +134,46 @@ func (a *Attention) forwardWith(ks *gemmKernelSet, fwd, qs, k, v, bias []float32
 	if wk := Workers(a.Workers); units < wk {
 		split = min(nq, (wk+units-1)/units)
 	}
-	ParallelFor(units*split, a.Workers, 1, func(_, lo, hi int) {
-		w := a.newScratch(ks, false)
-		for task := lo; task < hi; task++ {
-			u, part := task/split, task%split
-			b, j := u/kv, u%kv
-			w.packKV(k, v, b, j)
-			for qt := part; qt < nq; qt += split {
-				w.forwardBlock(fwd, qs, bias, rows, b, j, qt*bq, min(a.T, (qt+1)*bq))
-			}
+	a.eachUnit(ks, false, units*split, func(w *attnScratch, task int) {
+		u, part := task/split, task%split
+		b, j := u/kv, u%kv
+		w.packKV(k, v, b, j)
+		for qt := part; qt < nq; qt += split {
+			w.forwardBlock(fwd, qs, bias, rows, b, j, qt*bq, min(a.T, (qt+1)*bq))
 		}
 	})
+}
+
+// eachUnit runs fn(w, u) for every u < n on up to a.Workers goroutines
+// (≤ 0: GOMAXPROCS), each with its own scratch w, that take the next unit
+// whenever they finish one: units differ in cost (padding masks), and a
+// worker slowed by other load leaves the rest to the others instead of
+// holding up the call with a fixed share. A unit's results do not depend
+// on the worker that runs it.
+func (a *Attention) eachUnit(ks *gemmKernelSet, backward bool, n int, fn func(w *attnScratch, u int)) {
+	workers := min(Workers(a.Workers), n)
+	if workers <= 1 {
+		w := a.scratch(ks, backward)
+		defer a.release(w)
+		for u := range n {
+			fn(w, u)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := a.scratch(ks, backward)
+			defer a.release(w)
+			for u := int(next.Add(1)) - 1; u < n; u = int(next.Add(1)) - 1 {
+				fn(w, u)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // Backward writes grads (dQs, dK, dV) for qs, k, v, bias, the forward's
@@ -164,18 +199,16 @@ func (a *Attention) backwardWith(ks *gemmKernelSet, grads, qs, k, v, bias, fwd, 
 	bq, _ := a.tiles(ks)
 	nq := (a.T + bq - 1) / bq
 	rows := a.maskRows(bias)
-	ParallelFor(a.Batch*kv, a.Workers, 1, func(_, lo, hi int) {
-		w := a.newScratch(ks, true)
-		for u := lo; u < hi; u++ {
-			b, j := u/kv, u%kv
-			w.packKV(k, v, b, j)
-			clear(w.dkt)
-			clear(w.dvt)
-			for qt := range nq {
-				w.backwardBlock(grads, qs, dO, bias, fwd, rows, b, j, qt*bq, min(a.T, (qt+1)*bq))
-			}
-			w.storeKV(grads, b, j)
+	defer a.releaseRows(rows)
+	a.eachUnit(ks, true, a.Batch*kv, func(w *attnScratch, u int) {
+		b, j := u/kv, u%kv
+		w.packKV(k, v, b, j)
+		clear(w.dkt)
+		clear(w.dvt)
+		for qt := range nq {
+			w.backwardBlock(grads, qs, dO, bias, fwd, rows, b, j, qt*bq, min(a.T, (qt+1)*bq))
 		}
+		w.storeKV(grads, b, j)
 	})
 }
 

@@ -36,6 +36,13 @@ POLY8(128, $0x3e2aaaab) // 1/6
 POLY8(160, $0x3f000000) // 1/2
 GLOBL attnpoly<>(SB), RODATA|NOPTR, $192
 
+// The range of e^x's fast path (EXP8F): x ≥ −86 makes n = round(x·log2 e)
+// ≥ −124 and x ≤ 88 makes n ≤ 127, so 2^n is a normal float32 and
+// neither clamp of EXP8M (89, −104) changes x.
+DATA attnfast<>+0(SB)/4, $0xc2ac0000 // -86
+DATA attnfast<>+4(SB)/4, $0x42b00000 // 88
+GLOBL attnfast<>(SB), RODATA|NOPTR, $8
+
 // attnmask<>+32−4·n holds the mask of the first n of 8 lanes (n ≤ 8).
 DATA attnmask<>+0(SB)/8, $0xffffffffffffffff
 DATA attnmask<>+8(SB)/8, $0xffffffffffffffff
@@ -86,6 +93,31 @@ GLOBL attnmask<>(SB), RODATA|NOPTR, $64
 	VMULPS       Y0, Y3, Y3; \
 	VMULPS       Y1, Y3, Y3
 
+// EXP8F is EXP8M for lanes with −86 ≤ Y0 ≤ 88 (attnfast<>; not NaN): the
+// clamps left out (they do not change such an x) and the polynomial
+// scaled by 2^n in one product instead of 2^⌊n/2⌋ and then 2^(n−⌊n/2⌋).
+// Both are exact but for the last rounding (2^⌊n/2⌋ leaves the product
+// normal; 2^n is a normal float32), which rounds the same real number, so
+// the float32s are EXP8M's (TestAttnRowKernels' range trials).
+#define EXP8F \
+	VMULPS       Y4, Y0, Y1; \
+	VROUNDPS     $0, Y1, Y1; \
+	VMOVAPS      Y0, Y2; \
+	VFNMADD231PS Y5, Y1, Y2; \
+	VFNMADD231PS Y6, Y1, Y2; \
+	VMOVUPS      attnpoly<>+0(SB), Y3; \
+	VFMADD213PS  attnpoly<>+32(SB), Y2, Y3; \
+	VFMADD213PS  attnpoly<>+64(SB), Y2, Y3; \
+	VFMADD213PS  attnpoly<>+96(SB), Y2, Y3; \
+	VFMADD213PS  attnpoly<>+128(SB), Y2, Y3; \
+	VFMADD213PS  attnpoly<>+160(SB), Y2, Y3; \
+	VFMADD213PS  Y9, Y2, Y3; \
+	VFMADD213PS  Y9, Y2, Y3; \
+	VCVTPS2DQ    Y1, Y1; \
+	VPSLLD       $23, Y1, Y1; \
+	VPADDD       Y9, Y1, Y1; \
+	VMULPS       Y1, Y3, Y3
+
 // TAILMASK sets Y12 to the mask of the first DX (1…7) lanes (AX clobbered).
 #define TAILMASK \
 	LEAQ    attnmask<>+32(SB), AX; \
@@ -109,13 +141,21 @@ TEXT ·attnSoftmaxAVX2(SB), NOSPLIT, $0-32
 	MOVQ         CX, DX
 	CMPQ         DX, $8
 	JB           maxfold
+	// Over the whole vectors, also their minimum (Y14) and their NaN
+	// lanes (Y15), for the fast path's range.
+	VMOVUPS      (DI), Y14
+	VXORPS       Y15, Y15, Y15
 
 maxloop:
-	VMAXPS (DI), Y10, Y10
-	ADDQ   $32, DI
-	SUBQ   $8, DX
-	CMPQ   DX, $8
-	JAE    maxloop
+	VMOVUPS (DI), Y0
+	VMAXPS  Y0, Y10, Y10
+	VMINPS  Y0, Y14, Y14
+	VCMPPS  $3, Y0, Y0, Y1
+	VORPS   Y1, Y15, Y15
+	ADDQ    $32, DI
+	SUBQ    $8, DX
+	CMPQ    DX, $8
+	JAE     maxloop
 
 maxfold:
 	VEXTRACTF128 $1, Y10, X0
@@ -141,6 +181,28 @@ maxdone:
 	MOVQ         CX, DX
 	CMPQ         DX, $8
 	JB           exptail
+	// The fast path when no whole vector holds a NaN and min − m ≥ −86
+	// (then every x − m is in [−86, 0], or m is NaN or ±Inf and the
+	// comparison fails).
+	VSUBPS       Y10, Y14, Y14
+	VBROADCASTSS attnfast<>+0(SB), Y0
+	VCMPPS       $9, Y0, Y14, Y14 // NGE_US: not (min − m ≥ −86)
+	VORPS        Y14, Y15, Y15
+	VMOVMSKPS    Y15, AX
+	TESTL        AX, AX
+	JNZ          exploop
+
+fastexploop:
+	VMOVUPS (DI), Y0
+	VSUBPS  Y10, Y0, Y0
+	EXP8F
+	VMOVUPS Y3, (DI)
+	VADDPS  Y3, Y11, Y11
+	ADDQ    $32, DI
+	SUBQ    $8, DX
+	CMPQ    DX, $8
+	JAE     fastexploop
+	JMP     exptail
 
 exploop:
 	VMOVUPS (DI), Y0
@@ -186,6 +248,53 @@ TEXT ·attnGradAVX2(SB), NOSPLIT, $0-36
 	EXPCONSTS
 	CMPQ         DX, $8
 	JB           gradtail
+	// The fast path when no whole vector holds a NaN and every p − m of
+	// them is in [−86, 88]: min (Y14) and max (Y15) of the whole vectors,
+	// their NaN lanes (Y12).
+	MOVQ         SI, R8
+	MOVQ         DX, CX
+	VMOVUPS      (R8), Y14
+	VMOVAPS      Y14, Y15
+	VXORPS       Y12, Y12, Y12
+
+rangeloop:
+	VMOVUPS (R8), Y0
+	VMINPS  Y0, Y14, Y14
+	VMAXPS  Y0, Y15, Y15
+	VCMPPS  $3, Y0, Y0, Y1
+	VORPS   Y1, Y12, Y12
+	ADDQ    $32, R8
+	SUBQ    $8, CX
+	CMPQ    CX, $8
+	JAE     rangeloop
+	VSUBPS       Y10, Y14, Y14
+	VSUBPS       Y10, Y15, Y15
+	VBROADCASTSS attnfast<>+0(SB), Y0
+	VBROADCASTSS attnfast<>+4(SB), Y1
+	VCMPPS       $9, Y0, Y14, Y14 // NGE_US: not (min − m ≥ −86)
+	VCMPPS       $6, Y1, Y15, Y15 // NLE_US: not (max − m ≤ 88)
+	VORPS        Y14, Y12, Y12
+	VORPS        Y15, Y12, Y12
+	VMOVMSKPS    Y12, AX
+	TESTL        AX, AX
+	JNZ          gradloop
+
+fastgradloop:
+	VMOVUPS (SI), Y0
+	VSUBPS  Y10, Y0, Y0
+	EXP8F
+	VMULPS  Y11, Y3, Y3
+	VMOVUPS Y3, (SI)
+	VMOVUPS (DI), Y0
+	VSUBPS  Y13, Y0, Y0
+	VMULPS  Y3, Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	SUBQ    $8, DX
+	CMPQ    DX, $8
+	JAE     fastgradloop
+	JMP     gradtail
 
 gradloop:
 	VMOVUPS (SI), Y0
@@ -463,6 +572,260 @@ overstr:
 	VZEROUPPER
 	RET
 
+// func sgemm6x16StridedNAVX2(k int, a *float32, rs, ps, astep int, b *float32, ldb, bstep int, c *float32, ldc, cstep, n int, acc bool)
+//
+// sgemm6x16StridedAVX2 on n ≥ 1 tiles, one after another: tile t reads A
+// from a + t·astep, B from b + t·bstep and writes C at c + t·cstep (steps
+// in floats): the same float32s as n calls (TestSgemm6x16StridedN), for
+// one call's overhead (the attention tiles' rows of chunks of one panel,
+// or feature panels of one chunk).
+TEXT ·sgemm6x16StridedNAVX2(SB), NOSPLIT, $0-97
+	MOVQ    rs+16(FP), R12
+	SHLQ    $2, R12
+	MOVQ    ps+24(FP), R14
+	SHLQ    $2, R14
+	MOVQ    ldb+48(FP), BX
+	SHLQ    $2, BX
+	MOVQ    ldc+72(FP), R8
+	SHLQ    $2, R8
+	MOVBLZX acc+96(FP), R9
+	LEAQ    (BX)(BX*2), R11
+
+tilestrn:
+	MOVQ    k+0(FP), CX
+	MOVQ    a+8(FP), SI
+	MOVQ    b+40(FP), DI
+	MOVQ    c+64(FP), DX
+	LEAQ    (R12)(R12*2), R13
+	ADDQ    SI, R13
+	MOVQ    DX, R10
+	PREFETCHT0 (R10)
+	PREFETCHT0 60(R10)
+	ADDQ    R8, R10
+	PREFETCHT0 (R10)
+	PREFETCHT0 60(R10)
+	ADDQ    R8, R10
+	PREFETCHT0 (R10)
+	PREFETCHT0 60(R10)
+	ADDQ    R8, R10
+	PREFETCHT0 (R10)
+	PREFETCHT0 60(R10)
+	ADDQ    R8, R10
+	PREFETCHT0 (R10)
+	PREFETCHT0 60(R10)
+	ADDQ    R8, R10
+	PREFETCHT0 (R10)
+	PREFETCHT0 60(R10)
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	VXORPS  Y6, Y6, Y6
+	VXORPS  Y7, Y7, Y7
+	VXORPS  Y8, Y8, Y8
+	VXORPS  Y9, Y9, Y9
+	VXORPS  Y10, Y10, Y10
+	VXORPS  Y11, Y11, Y11
+	CMPQ    CX, $4
+	JLT     tailstrn
+
+	PCALIGN $64
+loopstrn:
+	VMOVUPS (DI), Y12
+	VMOVUPS 32(DI), Y13
+	VBROADCASTSS (SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS (SI)(R12*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VBROADCASTSS (SI)(R12*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS (R13), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VBROADCASTSS (R13)(R12*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS (R13)(R12*2), Y15
+	VFMADD231PS Y12, Y15, Y10
+	VFMADD231PS Y13, Y15, Y11
+	ADDQ    R14, SI
+	ADDQ    R14, R13
+	VMOVUPS (DI)(BX*1), Y12
+	VMOVUPS 32(DI)(BX*1), Y13
+	VBROADCASTSS (SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS (SI)(R12*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VBROADCASTSS (SI)(R12*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS (R13), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VBROADCASTSS (R13)(R12*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS (R13)(R12*2), Y15
+	VFMADD231PS Y12, Y15, Y10
+	VFMADD231PS Y13, Y15, Y11
+	ADDQ    R14, SI
+	ADDQ    R14, R13
+	VMOVUPS (DI)(BX*2), Y12
+	VMOVUPS 32(DI)(BX*2), Y13
+	VBROADCASTSS (SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS (SI)(R12*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VBROADCASTSS (SI)(R12*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS (R13), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VBROADCASTSS (R13)(R12*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS (R13)(R12*2), Y15
+	VFMADD231PS Y12, Y15, Y10
+	VFMADD231PS Y13, Y15, Y11
+	ADDQ    R14, SI
+	ADDQ    R14, R13
+	VMOVUPS (DI)(R11*1), Y12
+	VMOVUPS 32(DI)(R11*1), Y13
+	VBROADCASTSS (SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS (SI)(R12*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VBROADCASTSS (SI)(R12*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS (R13), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VBROADCASTSS (R13)(R12*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS (R13)(R12*2), Y15
+	VFMADD231PS Y12, Y15, Y10
+	VFMADD231PS Y13, Y15, Y11
+	ADDQ    R14, SI
+	ADDQ    R14, R13
+	LEAQ    (DI)(BX*4), DI
+	SUBQ    $4, CX
+	CMPQ    CX, $4
+	JGE     loopstrn
+
+tailstrn:
+	TESTQ   CX, CX
+	JEQ     storestrn
+
+onestrn:
+	VMOVUPS (DI), Y12
+	VMOVUPS 32(DI), Y13
+	VBROADCASTSS (SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS (SI)(R12*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VBROADCASTSS (SI)(R12*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS (R13), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VBROADCASTSS (R13)(R12*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS (R13)(R12*2), Y15
+	VFMADD231PS Y12, Y15, Y10
+	VFMADD231PS Y13, Y15, Y11
+	ADDQ    R14, SI
+	ADDQ    R14, R13
+	ADDQ    BX, DI
+	DECQ    CX
+	JNZ     onestrn
+
+storestrn:
+	TESTQ   R9, R9
+	JEQ     overstrn
+	VADDPS  (DX), Y0, Y0
+	VADDPS  32(DX), Y1, Y1
+	VMOVUPS Y0, (DX)
+	VMOVUPS Y1, 32(DX)
+	ADDQ    R8, DX
+	VADDPS  (DX), Y2, Y2
+	VADDPS  32(DX), Y3, Y3
+	VMOVUPS Y2, (DX)
+	VMOVUPS Y3, 32(DX)
+	ADDQ    R8, DX
+	VADDPS  (DX), Y4, Y4
+	VADDPS  32(DX), Y5, Y5
+	VMOVUPS Y4, (DX)
+	VMOVUPS Y5, 32(DX)
+	ADDQ    R8, DX
+	VADDPS  (DX), Y6, Y6
+	VADDPS  32(DX), Y7, Y7
+	VMOVUPS Y6, (DX)
+	VMOVUPS Y7, 32(DX)
+	ADDQ    R8, DX
+	VADDPS  (DX), Y8, Y8
+	VADDPS  32(DX), Y9, Y9
+	VMOVUPS Y8, (DX)
+	VMOVUPS Y9, 32(DX)
+	ADDQ    R8, DX
+	VADDPS  (DX), Y10, Y10
+	VADDPS  32(DX), Y11, Y11
+	VMOVUPS Y10, (DX)
+	VMOVUPS Y11, 32(DX)
+	JMP     nextstrn
+
+overstrn:
+	VMOVUPS Y0, (DX)
+	VMOVUPS Y1, 32(DX)
+	ADDQ    R8, DX
+	VMOVUPS Y2, (DX)
+	VMOVUPS Y3, 32(DX)
+	ADDQ    R8, DX
+	VMOVUPS Y4, (DX)
+	VMOVUPS Y5, 32(DX)
+	ADDQ    R8, DX
+	VMOVUPS Y6, (DX)
+	VMOVUPS Y7, 32(DX)
+	ADDQ    R8, DX
+	VMOVUPS Y8, (DX)
+	VMOVUPS Y9, 32(DX)
+	ADDQ    R8, DX
+	VMOVUPS Y10, (DX)
+	VMOVUPS Y11, 32(DX)
+	JMP     nextstrn
+
+nextstrn:
+	MOVQ    astep+32(FP), AX
+	SHLQ    $2, AX
+	ADDQ    AX, a+8(FP)
+	MOVQ    bstep+56(FP), AX
+	SHLQ    $2, AX
+	ADDQ    AX, b+40(FP)
+	MOVQ    cstep+80(FP), AX
+	SHLQ    $2, AX
+	ADDQ    AX, c+64(FP)
+	DECQ    n+88(FP)
+	JNZ     tilestrn
+	VZEROUPPER
+	RET
+
 DATA attnscan<>+0(SB)/4, $0xefa18f08 // AttentionMaskedBias (−1e29) as a float32
 DATA attnscan<>+4(SB)/4, $0x7fffffff // every bit but the sign
 GLOBL attnscan<>(SB), RODATA|NOPTR, $8
@@ -548,4 +911,155 @@ nzzero:
 nzfound:
 	MOVB $1, ret+16(FP)
 	VZEROUPPER
+	RET
+
+// func attnOutRowsAVX2(dst *float32, ldd int, o *float32, ldo int, mx, l *float32, n, h int)
+//
+// For each row i < n: dst[i·ldd + f] = o[i·ldo + f]·(1/l[i]) for f < h
+// (1/l[i] one IEEE division, each product one IEEE multiplication: the
+// float32s of vek32.MulNumber_Into(dst, o, 1/l)), then dst[i·ldd + h] =
+// mx[i] and dst[i·ldd + h + 1] = l[i]: the forward's o, m, l rows.
+TEXT ·attnOutRowsAVX2(SB), NOSPLIT, $0-64
+	MOVQ   dst+0(FP), DI
+	MOVQ   ldd+8(FP), R8
+	SHLQ   $2, R8
+	MOVQ   o+16(FP), SI
+	MOVQ   ldo+24(FP), R9
+	SHLQ   $2, R9
+	MOVQ   mx+32(FP), R10
+	MOVQ   l+40(FP), R11
+	MOVQ   n+48(FP), BX
+	MOVQ   h+56(FP), R12
+	TESTQ  BX, BX
+	JLE    outdone
+	VMOVSS attnc<>+20(SB), X15 // 1
+
+outrow:
+	VMOVSS       (R11), X1
+	VDIVSS       X1, X15, X0 // 1/l
+	VBROADCASTSS X0, Y0
+	XORQ         CX, CX
+	MOVQ         R12, DX
+	CMPQ         DX, $8
+	JB           outtail
+
+outvec:
+	VMULPS  (SI)(CX*4), Y0, Y2
+	VMOVUPS Y2, (DI)(CX*4)
+	ADDQ    $8, CX
+	SUBQ    $8, DX
+	CMPQ    DX, $8
+	JAE     outvec
+
+outtail:
+	TESTQ DX, DX
+	JZ    outml
+
+outone:
+	VMULSS (SI)(CX*4), X0, X2
+	VMOVSS X2, (DI)(CX*4)
+	INCQ   CX
+	DECQ   DX
+	JNZ    outone
+
+outml:
+	MOVL (R10), AX
+	MOVL AX, (DI)(CX*4)
+	MOVL (R11), AX
+	MOVL AX, 4(DI)(CX*4)
+	ADDQ R8, DI
+	ADDQ R9, SI
+	ADDQ $4, R10
+	ADDQ $4, R11
+	DECQ BX
+	JNZ  outrow
+	VZEROUPPER
+
+outdone:
+	RET
+
+// func attnRowStatsAVX2(d, mx, linv *float32, x *float32, ldx int, f *float32, ldf, n, h int)
+//
+// For each row i < n, with y = f[i·ldf:] (a forward row: o, m, l):
+// d[i] = Σ_j x[i·ldx + j]·y[j] over j < h in vek32.Dot's order (4×8 lanes
+// over whole blocks of 32 as FMAs with y's operand in the register, the
+// lanes folded as Dot_AVX2_F32 folds them, then the last h mod 32 one
+// FMA at a time; the same operations, so the same float32s, NaN payloads
+// included), mx[i] = y[h] and linv[i] = 1/y[h + 1].
+TEXT ·attnRowStatsAVX2(SB), NOSPLIT, $0-72
+	MOVQ   x+24(FP), DI
+	MOVQ   ldx+32(FP), R8
+	SHLQ   $2, R8
+	MOVQ   f+40(FP), SI
+	MOVQ   ldf+48(FP), R9
+	SHLQ   $2, R9
+	MOVQ   d+0(FP), R10
+	MOVQ   mx+8(FP), R11
+	MOVQ   linv+16(FP), R12
+	MOVQ   n+56(FP), BX
+	MOVQ   h+64(FP), DX
+	TESTQ  BX, BX
+	JLE    statsdone
+	MOVQ   DX, R13
+	ANDQ   $-32, R13 // the whole blocks of 32
+
+statsrow:
+	VXORPS X0, X0, X0
+	XORQ   AX, AX
+	TESTQ  R13, R13
+	JZ     statstail
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+
+statsblock:
+	VMOVUPS     (SI)(AX*4), Y4
+	VMOVUPS     32(SI)(AX*4), Y5
+	VMOVUPS     64(SI)(AX*4), Y6
+	VMOVUPS     96(SI)(AX*4), Y7
+	VFMADD231PS (DI)(AX*4), Y4, Y0
+	VFMADD231PS 32(DI)(AX*4), Y5, Y1
+	VFMADD231PS 64(DI)(AX*4), Y6, Y2
+	VFMADD231PS 96(DI)(AX*4), Y7, Y3
+	ADDQ        $32, AX
+	CMPQ        AX, R13
+	JNE         statsblock
+	VADDPS      Y0, Y1, Y0
+	VADDPS      Y0, Y2, Y0
+	VADDPS      Y0, Y3, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS      X1, X0, X0
+	VPERMILPD   $1, X0, X1
+	VADDPS      X1, X0, X0
+	VMOVSHDUP   X0, X1
+	VADDSS      X1, X0, X0
+
+statstail:
+	CMPQ AX, DX
+	JE   statsstore
+
+statsone:
+	VMOVSS      (SI)(AX*4), X1
+	VFMADD231SS (DI)(AX*4), X1, X0
+	INCQ        AX
+	CMPQ        AX, DX
+	JNE         statsone
+
+statsstore:
+	VMOVSS X0, (R10)
+	MOVL   (SI)(DX*4), AX
+	MOVL   AX, (R11)
+	VMOVSS attnc<>+20(SB), X1 // 1
+	VDIVSS 4(SI)(DX*4), X1, X1
+	VMOVSS X1, (R12)
+	ADDQ   $4, R10
+	ADDQ   $4, R11
+	ADDQ   $4, R12
+	ADDQ   R8, DI
+	ADDQ   R9, SI
+	DECQ   BX
+	JNZ    statsrow
+	VZEROUPPER
+
+statsdone:
 	RET

@@ -84,6 +84,54 @@ func TestSgemm6x16Strided(t *testing.T) {
 	}
 }
 
+// TestSgemm6x16StridedN checks sgemm6x16StridedNAVX2 against n calls of
+// sgemm6x16StridedAVX2, bit for bit, over tile counts, depths around the
+// unrolling by 4, steps of A, B and C (zero included: tiles sharing an
+// operand), both modes and a NaN in A.
+func TestSgemm6x16StridedN(t *testing.T) {
+	if !hasAVX2 {
+		t.Skip("no AVX2 and FMA")
+	}
+	rng := rand.New(rand.NewPCG(15, 16))
+	for _, n := range []int{1, 2, 3, 7, 11, 16} {
+		for _, k := range []int{1, 3, 4, 5, 8, 9, 17, 64, 100} {
+			for _, acc := range []bool{false, true} {
+				for trial := range 4 {
+					rs, ps := k+rng.IntN(5), 1 // rows of a tile of P or dS
+					astep, bstep := 0, 16*k    // chunks of one panel
+					ldb, ldc, cstep := 16, 16*n+rng.IntN(5), 16
+					if trial%2 == 1 { // feature panels of one chunk
+						rs, ps, astep, bstep = 1, 6+rng.IntN(60), 6, 0
+						ldb, ldc = 16+rng.IntN(9), 16+rng.IntN(5)
+						cstep = 6 * ldc
+					}
+					a := make([]float32, (n-1)*astep+5*rs+(k-1)*ps+1)
+					b := make([]float32, (n-1)*bstep+(k-1)*ldb+16)
+					c0 := make([]float32, (n-1)*cstep+5*ldc+16)
+					for _, x := range [][]float32{a, b, c0} {
+						for i := range x {
+							x[i] = float32(rng.NormFloat64())
+						}
+					}
+					if trial >= 2 {
+						a[rng.IntN(len(a))] = float32(math.NaN())
+					}
+					got, want := append([]float32(nil), c0...), append([]float32(nil), c0...)
+					sgemm6x16StridedNAVX2(k, &a[0], rs, ps, astep, &b[0], ldb, bstep, &got[0], ldc, cstep, n, acc)
+					for i := range n {
+						sgemm6x16StridedAVX2(k, &a[i*astep], rs, ps, &b[i*bstep], ldb, &want[i*cstep], ldc, acc)
+					}
+					for i := range got {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("n%d k%d acc %v trial %d: C[%d] = %g, %d calls %g", n, k, acc, trial, i, got[i], n, want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // BenchmarkSgemm6x16Strided compares, for one 6×128 tile of probabilities
 // times 128 rows of V (O += P·V of one panel), the strided kernel reading
 // the tile's rows with transposing the tile into a panel and running

@@ -27,7 +27,7 @@ func benchAttentionCPUTime(b *testing.B, c attentionCase) {
 	qs, k, v, bias, dO := attentionInputs(rand.New(rand.NewPCG(1, 2)), c)
 	B, H, kv, T, h := c.b, c.heads, c.kv, c.t, c.h
 	r := H / kv
-	a := &Attention{Batch: B, Heads: H, KVHeads: kv, T: T, S: T, HeadDim: h, Workers: 1}
+	a := &Attention{Batch: B, Heads: H, KVHeads: kv, T: T, S: T, HeadDim: h, Workers: 1, Buffers: new(AttentionBuffers)}
 	fwd := make([]float32, B*T*H*(h+2))
 	grads := make([]float32, B*kv*T*(r+2)*h)
 	// The unfused computation's buffers: per (b, head) [T, T] scores.

@@ -1,5 +1,7 @@
 package tensor
 
+import "github.com/viterin/vek/vek32"
+
 // Row kernels of the attention tiles: one row of scores (the keys of one
 // tile that enter a query row's softmax) at a time, fused into one pass
 // each (after the maximum) instead of Max, SubScalar, Exp, Sum and the
@@ -80,4 +82,26 @@ func nonzeroGo(x []float32) bool {
 		}
 	}
 	return false
+}
+
+// attnOutRowsGo writes the forward's rows: for i < n,
+// dst[i·ldd + f] = o[i·ldo + f]·(1/l[i]) for f < h (vek32.MulNumber_Into's
+// products), dst[i·ldd + h] = mx[i] and dst[i·ldd + h + 1] = l[i].
+func attnOutRowsGo(dst []float32, ldd int, o []float32, ldo int, mx, l []float32, n, h int) {
+	for i := range n {
+		d := dst[i*ldd : i*ldd+h+2]
+		vek32.MulNumber_Into(d[:h], o[i*ldo:i*ldo+h], 1/l[i])
+		d[h], d[h+1] = mx[i], l[i]
+	}
+}
+
+// attnRowStatsGo reads the backward's per-row values: for i < n, with
+// y = f[i·ldf:] (a forward row: o, m, l), d[i] = Dot(x[i·ldx:][:h], y[:h])
+// (D = Σ dO ⊙ o), mx[i] = y[h] and linv[i] = 1/y[h + 1].
+func attnRowStatsGo(d, mx, linv, x []float32, ldx int, f []float32, ldf, n, h int) {
+	for i := range n {
+		y := f[i*ldf : i*ldf+h+2]
+		d[i] = Dot(x[i*ldx:i*ldx+h], y[:h])
+		mx[i], linv[i] = y[h], 1/y[h+1]
+	}
 }

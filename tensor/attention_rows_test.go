@@ -16,7 +16,7 @@ func TestAttnRowKernels(t *testing.T) {
 	inf := float32(math.Inf(1))
 	nan := float32(math.NaN())
 	for _, n := range []int{0, 1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 100, 1000, 1001} {
-		for trial := range 6 {
+		for trial := range 9 {
 			x := make([]float32, n)
 			for i := range x {
 				x[i] = float32(rng.NormFloat64() * 4)
@@ -38,6 +38,26 @@ func TestAttnRowKernels(t *testing.T) {
 				special = -inf
 			case 5:
 				special = nan
+			case 6, 7: // around the fast path's bound x − m ≥ −86, and subnormal e^x
+				for i := range x {
+					x[i] = -80 - 19*float32(rng.Float64())
+				}
+				if trial == 7 {
+					for i := range x {
+						x[i] = -84 - 2*float32(rng.Float64())
+					}
+				}
+				if n > 0 {
+					x[rng.IntN(n)] = 0
+				}
+			case 8: // every whole vector in the fast range, then one past it
+				for i := range x {
+					x[i] = -86 * float32(rng.Float64())
+				}
+				if n > 0 {
+					x[0] = 0
+					x[rng.IntN(n)] = -86
+				}
 			}
 			if special != 0 && n > 0 {
 				x[rng.IntN(n)] = special
@@ -78,19 +98,23 @@ func TestAttnRowKernels(t *testing.T) {
 						t.Fatalf("m, sum = %g, %g, want %g, %g", gm, gs, m, s)
 					}
 				}
-				// The backward's row: p from the same scores, ds from random dP.
-				p1, p2 := append([]float32(nil), x...), append([]float32(nil), x...)
-				ds1 := make([]float32, n)
-				for i := range ds1 {
-					ds1[i] = float32(rng.NormFloat64())
-				}
-				ds2 := append([]float32(nil), ds1...)
-				inv, d := 1/max(ws, 1), float32(rng.NormFloat64())
-				attnGrad(p1, ds1, wm, inv, d)
-				attnGradGo(p2, ds2, wm, inv, d)
-				for i := range p1 {
-					if math.Float32bits(p1[i]) != math.Float32bits(p2[i]) || math.Float32bits(ds1[i]) != math.Float32bits(ds2[i]) {
-						t.Fatalf("attnGrad: p, ds[%d] = %g, %g; Go %g, %g", i, p1[i], ds1[i], p2[i], ds2[i])
+				// The backward's row: p from the same scores, ds from random
+				// dP; with the row's m, and with m lower and higher (p − m
+				// across the fast path's bounds 88 and −86).
+				for _, m := range []float32{wm, wm - 87.9, wm - 88.5, wm + 60, wm - 200} {
+					p1, p2 := append([]float32(nil), x...), append([]float32(nil), x...)
+					ds1 := make([]float32, n)
+					for i := range ds1 {
+						ds1[i] = float32(rng.NormFloat64())
+					}
+					ds2 := append([]float32(nil), ds1...)
+					inv, d := 1/max(ws, 1), float32(rng.NormFloat64())
+					attnGrad(p1, ds1, m, inv, d)
+					attnGradGo(p2, ds2, m, inv, d)
+					for i := range p1 {
+						if math.Float32bits(p1[i]) != math.Float32bits(p2[i]) || math.Float32bits(ds1[i]) != math.Float32bits(ds2[i]) {
+							t.Fatalf("attnGrad (m %g): p, ds[%d] = %g, %g; Go %g, %g", m, i, p1[i], ds1[i], p2[i], ds2[i])
+						}
 					}
 				}
 			})
@@ -244,4 +268,122 @@ func BenchmarkMaskRow(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestAttnOutRows checks attnOutRows (the AVX2 kernel where the CPU has
+// it) against attnOutRowsGo bit for bit over odd row lengths and counts,
+// strides, and NaN, ±Inf, 0 and subnormal sums and outputs.
+func TestAttnOutRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	special := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0, 1e-40}
+	for _, h := range []int{1, 2, 7, 8, 9, 15, 16, 17, 64, 100} {
+		for _, n := range []int{0, 1, 2, 7, 17} {
+			ldo, ldd := h+rng.IntN(5), h+2+rng.IntN(5)
+			o := make([]float32, max(0, (n-1)*ldo+h))
+			mx, l := make([]float32, n), make([]float32, n)
+			for i := range o {
+				o[i] = float32(rng.NormFloat64() * 3)
+			}
+			for i := range n {
+				mx[i], l[i] = float32(rng.NormFloat64()*5), float32(rng.Float64()*100)
+			}
+			if n > 1 {
+				o[rng.IntN(len(o))] = special[rng.IntN(len(special))]
+				l[rng.IntN(n)] = special[rng.IntN(len(special))]
+				mx[rng.IntN(n)] = special[rng.IntN(len(special))]
+			}
+			got, want := make([]float32, max(0, (n-1)*ldd+h+2)), make([]float32, max(0, (n-1)*ldd+h+2))
+			for i := range got {
+				got[i] = float32(i)
+				want[i] = float32(i)
+			}
+			attnOutRows(got, ldd, o, ldo, mx, l, n, h)
+			attnOutRowsGo(want, ldd, o, ldo, mx, l, n, h)
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("h %d n %d: dst[%d] = %g, Go %g", h, n, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkAttnOutRows times the forward's output rows of one block (96
+// rows of 64 features into rows of 66).
+func BenchmarkAttnOutRows(b *testing.B) {
+	const n, h = 96, 64
+	o, dst := make([]float32, n*h), make([]float32, n*(h+2))
+	mx, l := make([]float32, n), make([]float32, n)
+	for i := range n {
+		l[i] = float32(i + 1)
+	}
+	b.Run("kernel", func(b *testing.B) {
+		for b.Loop() {
+			attnOutRows(dst, h+2, o, h, mx, l, n, h)
+		}
+	})
+	b.Run("go", func(b *testing.B) {
+		for b.Loop() {
+			attnOutRowsGo(dst, h+2, o, h, mx, l, n, h)
+		}
+	})
+}
+
+// TestAttnRowStats checks attnRowStats (the AVX2 kernel where the CPU has
+// it) against attnRowStatsGo bit for bit over row lengths around vek32's
+// blocks of 32, counts, strides, and NaN, ±Inf, 0 and subnormal entries.
+func TestAttnRowStats(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	special := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0, 1e-40}
+	for _, h := range []int{1, 2, 7, 8, 9, 31, 32, 33, 63, 64, 65, 100, 1000} {
+		for _, n := range []int{0, 1, 2, 7, 17} {
+			ldx, ldf := h+rng.IntN(5), h+2+rng.IntN(5)
+			x, f := make([]float32, max(0, (n-1)*ldx+h)), make([]float32, max(0, (n-1)*ldf+h+2))
+			for i := range x {
+				x[i] = float32(rng.NormFloat64())
+			}
+			for i := range f {
+				f[i] = float32(rng.NormFloat64() * 4)
+			}
+			if n > 1 {
+				x[rng.IntN(len(x))] = special[rng.IntN(len(special))]
+				f[rng.IntN(len(f))] = special[rng.IntN(len(special))]
+				f[ldf+h+1] = special[rng.IntN(len(special))]
+			}
+			var got, want [3][]float32
+			for k := range 3 {
+				got[k], want[k] = make([]float32, n), make([]float32, n)
+			}
+			attnRowStats(got[0], got[1], got[2], x, ldx, f, ldf, n, h)
+			attnRowStatsGo(want[0], want[1], want[2], x, ldx, f, ldf, n, h)
+			for k := range 3 {
+				for i := range n {
+					if math.Float32bits(got[k][i]) != math.Float32bits(want[k][i]) {
+						t.Fatalf("h %d n %d: output %d row %d = %g, Go %g", h, n, k, i, got[k][i], want[k][i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkAttnRowStats times the backward's per-row D, m and 1/l of one
+// block (96 rows of 64 features).
+func BenchmarkAttnRowStats(b *testing.B) {
+	const n, h = 96, 64
+	x, f := make([]float32, n*h), make([]float32, n*(h+2))
+	for i := range f {
+		f[i] = 1
+	}
+	d, mx, linv := make([]float32, n), make([]float32, n), make([]float32, n)
+	b.Run("kernel", func(b *testing.B) {
+		for b.Loop() {
+			attnRowStats(d, mx, linv, x, h, f, h+2, n, h)
+		}
+	})
+	b.Run("go", func(b *testing.B) {
+		for b.Loop() {
+			attnRowStatsGo(d, mx, linv, x, h, f, h+2, n, h)
+		}
+	})
 }

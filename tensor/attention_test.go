@@ -190,7 +190,7 @@ func TestAttentionZeroSizes(t *testing.T) {
 func BenchmarkAttention(b *testing.B) {
 	c := attentionCase{b: 8, heads: 8, kv: 2, t: 256, h: 64, causal: true}
 	qs, k, v, bias, dO := attentionInputs(rand.New(rand.NewPCG(1, 2)), c)
-	a := &Attention{Batch: c.b, Heads: c.heads, KVHeads: c.kv, T: c.t, S: c.t, HeadDim: c.h}
+	a := &Attention{Batch: c.b, Heads: c.heads, KVHeads: c.kv, T: c.t, S: c.t, HeadDim: c.h, Buffers: new(AttentionBuffers)}
 	fwd := make([]float32, c.b*c.t*c.heads*(c.h+2))
 	grads := make([]float32, c.b*c.kv*c.t*(c.heads/c.kv+2)*c.h)
 	b.Run("forward", func(b *testing.B) {

@@ -19,7 +19,9 @@ import (
 //
 //	kp, vp  K and V as nr-key panels of depth h (B of S = Q·Kᵀ, dP = dO·Vᵀ)
 //	kr, vr  K and V as rows [S, h] padded to nr features (B of dQ = dS·K, O = P·V)
-//	        (the forward packs kp and vr, the backward kp, vp and kr)
+//	        (the forward packs kp and vr, the backward kp, vp and kr; when h
+//	        is a multiple of nr and A is read in place, K and V are read in
+//	        place instead of kr, vr)
 //
 // and per block the rows of Q and dO, copied [rows, h]. The A operands
 // are the rows of Q and dO (of S = Q·Kᵀ, dP = dO·Vᵀ), their columns (of
@@ -32,7 +34,10 @@ import (
 // panel by panel (ks.transpose).
 //
 // The softmax of each row of a tile is one fused pass after its maximum
-// (attnSoftmax), as are the backward's P and dS (attnGrad).
+// (attnSoftmax), as are the backward's P and dS (attnGrad). The forward
+// runs one panel at a time (its scores, their softmax, O += P·V: the mr
+// rows of scores stay in L1); the backward's dKᵀ and dVᵀ sum over the
+// rows of a block, so it keeps the block's tiles.
 //
 // Masked keys cost nothing at the granularity of one panel of mr rows and
 // one chunk of nr keys: each panel computes only the chunks that meet its
@@ -56,7 +61,7 @@ type attnRow struct {
 
 // maskRows returns the attnRow of each of the Batch·T rows of bias.
 func (a *Attention) maskRows(bias []float32) []attnRow {
-	rows := make([]attnRow, a.Batch*a.T)
+	rows := a.rowsBuffer(a.Batch * a.T)
 	ParallelFor(len(rows), a.Workers, 64, func(_, lo, hi int) {
 		for i := lo; i < hi; i++ {
 			rows[i] = maskRow(bias[i*a.S : (i+1)*a.S])
@@ -102,6 +107,7 @@ func maskRow(row []float32) attnRow {
 // attnScratch is one worker's operands and buffers (sizes in newScratch).
 type attnScratch struct {
 	a        *Attention
+	key      attnScratchKey // the sizes (AttentionBuffers)
 	ks       *gemmKernelSet
 	mr, nr   int
 	h, r     int
@@ -113,33 +119,45 @@ type attnScratch struct {
 	// a[i·rs + p·ps] (attnStrided; nil: A is packed into panels, the
 	// buffers qp, dop, qt, dot and ap).
 	strided func(k int, a []float32, rs, ps int, b []float32, ldb int, c []float32, ldc int, acc bool)
+	// stridedN is strided on n tiles in one call (attnStridedN; nil: one
+	// call a tile).
+	stridedN func(k int, a []float32, rs, ps, astep int, b []float32, ldb, bstep int, c []float32, ldc, cstep, n int, acc bool)
 
 	kp, vp, kr, vr []float32
-	q, do          []float32 // the block's rows [mPad, h], zero past m (and mr floats of slack)
-	qp, dop        []float32 // mr-row panels of q, do
-	qt, dot        []float32 // mr-feature panels of q, do (depth mPad)
-	s, ds          []float32 // scores → P, dP → dS of one tile [mPad, ld]
-	ap             []float32 // one panel of P or dS transposed [ld, mr]
-	o              []float32 // O or dQ accumulators [mPad, hPad]
-	mx, l, d       []float32 // per row: running max, sum (inverse sum), D
-	dkt, dvt       []float32 // dKᵀ, dVᵀ of one (b, j) [hm, sPad]
-	tmp            []float32
-	lo, hi         []int // per panel: the tile's chunks [lo, hi) (relative)
-	klo, khi       []int // per panel: the keys [klo, khi) within them that its rows' ranges meet
+	// kRows, vRows: row s of K, V of the current (b, j) at [s·ldRows:]
+	// (features past h zero to hPad when they are kr, vr).
+	kRows, vRows []float32
+	ldRows       int
+	q, do        []float32 // the block's rows [mPad, h], zero past m (and mr floats of slack)
+	qp, dop      []float32 // mr-row panels of q, do
+	qt, dot      []float32 // mr-feature panels of q, do (depth mPad)
+	s, ds        []float32 // scores → P, dP → dS of one tile [mPad, ld] (the forward: one panel, [mr, ld])
+	ap           []float32 // one panel of P or dS transposed [ld, mr]
+	o            []float32 // O or dQ accumulators [mPad, hPad]
+	mx, l, d     []float32 // per row: running max, sum (inverse sum), D
+	dkt, dvt     []float32 // dKᵀ, dVᵀ of one (b, j) [hm, sPad]
+	tmp          []float32
+	lo, hi       []int // per panel: the tile's chunks [lo, hi) (relative)
+	klo, khi     []int // per panel: the keys [klo, khi) within them that its rows' ranges meet
+	sufLo, sufHi []int // per panel p (and np): the bounds of the chunks of the panels from p on
 }
 
 func (a *Attention) newScratch(ks *gemmKernelSet, backward bool) *attnScratch {
 	h := a.HeadDim
 	bq, bk := a.tiles(ks)
-	w := &attnScratch{a: a, ks: ks, mr: ks.mr, nr: ks.nr, h: h, r: a.groups(), bq: bq, bk: bk, ld: bk + ks.nr,
-		strided: attnStrided(ks)}
+	w := &attnScratch{a: a, key: a.scratchKey(ks, backward), ks: ks, mr: ks.mr, nr: ks.nr, h: h, r: a.groups(), bq: bq, bk: bk, ld: bk + ks.nr,
+		strided: attnStrided(ks), stridedN: attnStridedN(ks)}
 	w.hPad, w.hm, w.sPad = roundUp(h, w.nr), roundUp(h, w.mr), roundUp(a.S, w.nr)
 	mPad := roundUp(bq*w.r, w.mr)
 	packed := w.strided == nil
 	w.kp = make([]float32, w.sPad*h)
 	// The slack: the last panel of features (from hm − mr) of the last row.
 	w.q = make([]float32, mPad*h+w.mr)
-	w.s = make([]float32, mPad*w.ld)
+	if backward {
+		w.s = make([]float32, mPad*w.ld)
+	} else {
+		w.s = make([]float32, w.mr*w.ld) // one panel at a time
+	}
 	if packed {
 		w.qp = make([]float32, mPad*h)
 		w.ap = make([]float32, w.mr*w.ld)
@@ -147,17 +165,22 @@ func (a *Attention) newScratch(ks *gemmKernelSet, backward bool) *attnScratch {
 	w.o = make([]float32, mPad*w.hPad)
 	w.mx = make([]float32, mPad)
 	w.l = make([]float32, mPad)
-	if !backward {
+	inPlace := w.rowsInPlace()
+	if !backward && !inPlace {
 		w.vr = make([]float32, w.sPad*w.hPad)
 	}
 	w.tmp = make([]float32, max(h, mPad, w.nr, w.ld))
 	w.lo = make([]int, mPad/w.mr)
 	w.hi = make([]int, mPad/w.mr)
+	w.sufLo = make([]int, mPad/w.mr+1)
+	w.sufHi = make([]int, mPad/w.mr+1)
 	w.klo = make([]int, mPad/w.mr)
 	w.khi = make([]int, mPad/w.mr)
 	if backward {
 		w.vp = make([]float32, w.sPad*h)
-		w.kr = make([]float32, w.sPad*w.hPad)
+		if !inPlace {
+			w.kr = make([]float32, w.sPad*w.hPad)
+		}
 		w.do = make([]float32, mPad*h+w.mr)
 		if packed {
 			w.dop = make([]float32, mPad*h)
@@ -187,6 +210,26 @@ func (w *attnScratch) mul(k int, a []float32, rs, ps int, b []float32, ldb int, 
 	w.strided(k, a, rs, ps, b, ldb, c, ldc, acc)
 }
 
+// mulN runs mul on the n tiles t < n with A from a[t·astep:], B from
+// b[t·bstep:] and C at c[t·cstep:] (steps ≥ 0): the same float32s as n
+// mul calls, in one kernel call where the set has stridedN.
+func (w *attnScratch) mulN(k int, a []float32, rs, ps, astep int, b []float32, ldb, bstep int, c []float32, ldc, cstep, n int, acc bool) {
+	if n <= 0 {
+		return
+	}
+	if w.stridedN == nil {
+		for t := range n {
+			w.mul(k, a[t*astep:], rs, ps, b[t*bstep:], ldb, c[t*cstep:], ldc, acc)
+		}
+		return
+	}
+	// The last tile's extents (the steps are ≥ 0).
+	_ = a[(n-1)*astep+(w.mr-1)*rs+(k-1)*ps]
+	_ = b[(n-1)*bstep+(k-1)*ldb+w.nr-1]
+	_ = c[(n-1)*cstep+(w.mr-1)*ldc+w.nr-1]
+	w.stridedN(k, a, rs, ps, astep, b, ldb, bstep, c, ldc, cstep, n, acc)
+}
+
 // rowPanel returns A = panel p (rows p·mr + i, i < mr) of the block's
 // rows x (q or do, [mPad, h]) over the features, with its strides: in
 // place, or from xp (their panels) when the tiles pack.
@@ -198,34 +241,52 @@ func (w *attnScratch) rowPanel(x, xp []float32, p int) (a []float32, rs, ps int)
 }
 
 // featurePanel returns A = the features f ≤ i < f + mr of the block's
-// rows x (q or do) from row q0 on, rows as the depth, with its strides:
-// in place (features past h read the next row's, whose products are not
-// stored; x has mr floats of slack), or from xt (their panels, depth mPad)
-// when the tiles pack.
-func (w *attnScratch) featurePanel(x, xt []float32, f, q0, mPad int) (a []float32, rs, ps int) {
+// rows x (q or do) from row q0 on, rows as the depth, with its strides
+// and the step to the next mr features: in place (features past h read
+// the next row's, whose products are not stored; x has mr floats of
+// slack), or from xt (their panels, depth mPad) when the tiles pack.
+func (w *attnScratch) featurePanel(x, xt []float32, f, q0, mPad int) (a []float32, rs, ps, step int) {
 	if w.strided != nil {
-		return x[f+q0*w.h:], 1, w.h
+		return x[f+q0*w.h:], 1, w.h, w.mr
 	}
-	return xt[f*mPad+q0*w.mr:], 1, w.mr
+	return xt[f*mPad+q0*w.mr:], 1, w.mr, w.mr * mPad
 }
 
-// packKV packs K and V of (b, j): kp as nr-key panels of depth h, and vr
-// (the forward's) as rows padded to hPad features and sPad keys with
-// zeros, or vp and kr (the backward's) likewise.
+// packKV packs K and V of (b, j): kp as nr-key panels of depth h, and
+// (the forward's) V as rows vRows, or vp and (the backward's) K as rows
+// kRows likewise: in place when h is a multiple of nr, else vr, kr padded
+// to hPad features and sPad keys with zeros.
 func (w *attnScratch) packKV(k, v []float32, b, j int) {
 	a, h := w.a, w.h
 	kv := a.KVHeads
 	base := (b*a.S*kv + j) * h
 	kop, vop := Operand{F32: k}, Operand{F32: v}
 	packPanels(w.kp, &kop, base, kv*h, 1, a.S, h, w.nr, w.tmp, w.ks)
-	if w.vr != nil {
-		rowsPadded(w.vr, v, base, kv*h, a.S, h, w.hPad, w.sPad)
+	inPlace := w.rowsInPlace()
+	if inPlace {
+		w.ldRows = kv * h
+	} else {
+		w.ldRows = w.hPad
 	}
-	if w.vp != nil {
-		packPanels(w.vp, &vop, base, kv*h, 1, a.S, h, w.nr, w.tmp, w.ks)
+	if !w.key.backward {
+		if w.vRows = v[base:]; !inPlace {
+			rowsPadded(w.vr, v, base, kv*h, a.S, h, w.hPad, w.sPad)
+			w.vRows = w.vr
+		}
+		return
+	}
+	packPanels(w.vp, &vop, base, kv*h, 1, a.S, h, w.nr, w.tmp, w.ks)
+	if w.kRows = k[base:]; !inPlace {
 		rowsPadded(w.kr, k, base, kv*h, a.S, h, w.hPad, w.sPad)
+		w.kRows = w.kr
 	}
 }
+
+// rowsInPlace reports whether the products over keys (tileTimes) read K
+// and V in place: h a multiple of nr (no feature padding), and A read in
+// place, whose products run over the keys of each row's range exactly
+// (packed, they run over whole chunks, and keys past S would be read).
+func (w *attnScratch) rowsInPlace() bool { return w.h%w.nr == 0 && w.strided != nil }
 
 // rowsPadded writes dst[s·ld + f] = src[base + s·rs + f] for s < n, f < h,
 // and zeros for h ≤ f < ld and n ≤ s < nPad.
@@ -292,9 +353,20 @@ func (w *attnScratch) products(dst, x, xp, bp []float32, np, s0 int) {
 	mr, nr, h, ld := w.mr, w.nr, w.h, w.ld
 	for p := range np {
 		a, rs, ps := w.rowPanel(x, xp, p)
-		for c := w.lo[p]; c < w.hi[p]; c += nr {
-			w.mul(h, a, rs, ps, bp[(s0+c)*h:], nr, dst[p*mr*ld+c:], ld, false)
+		if c := w.lo[p]; c < w.hi[p] {
+			w.mulN(h, a, rs, ps, 0, bp[(s0+c)*h:], nr, nr*h, dst[p*mr*ld+c:], ld, nr, (w.hi[p]-c)/nr, false)
 		}
+	}
+}
+
+// clearOutside zeros x[c0:e0] and x[e1:] (calling clear only for a
+// non-empty range: the causal rows have none before e0).
+func clearOutside(x []float32, c0, e0, e1 int) {
+	if c0 < e0 {
+		clear(x[c0:e0])
+	}
+	if e1 < len(x) {
+		clear(x[e1:])
 	}
 }
 
@@ -315,41 +387,37 @@ func (w *attnScratch) rowKeys(sr, bias []float32, ri attnRow, b, t, s0, c0, c1 i
 }
 
 // tileTimes adds, for each of the np panels p of x (rows p·mr + i,
-// i < mr, of a tile of P or dS) over its chunks [c0, c1),
-// Σ_c x[(p·mr + i)·ld + c0 + c] · rows[(s0 + c0 + c)·hPad + f] to
-// w.o[(p·mr + i)·hPad + f] for f < hPad: O += P·V with rows = vr,
-// dQs += dS·K with rows = kr. Read in place, 16 features of rows (one
-// column of B tiles, ≤ 16 KiB) at a time over every panel; packed, each
-// panel is transposed once and then runs every feature.
+// i < mr, of a tile of P or dS), panelTimes(x[p·mr·ld:], p, rows, s0):
+// O += P·V with rows = vRows, dQs += dS·K with rows = kRows.
 func (w *attnScratch) tileTimes(x []float32, np int, rows []float32, s0 int) {
-	mr, nr, hPad, ld := w.mr, w.nr, w.hPad, w.ld
-	if w.strided == nil {
-		for p := range np {
-			c0, c1 := w.lo[p], w.hi[p]
-			if c0 >= c1 {
-				continue
-			}
-			w.transposePanel(x, p, c0, c1)
-			for f := 0; f < hPad; f += nr {
-				w.mul(c1-c0, w.ap, 1, mr, rows[(s0+c0)*hPad+f:], hPad, w.o[p*mr*hPad+f:], hPad, true)
-			}
-		}
-		return
-	}
-	// Over the keys its rows' ranges meet (x is zero elsewhere).
-	for f := 0; f < hPad; f += nr {
-		for p := range np {
-			if c0, c1 := w.klo[p], w.khi[p]; c0 < c1 {
-				w.mul(c1-c0, x[p*mr*ld+c0:], ld, 1, rows[(s0+c0)*hPad+f:], hPad, w.o[p*mr*hPad+f:], hPad, true)
-			}
-		}
+	for p := range np {
+		w.panelTimes(x[p*w.mr*w.ld:], p, rows, s0)
 	}
 }
 
-// transposePanel writes w.ap[c·mr + i] = x[(p·mr + i)·ld + c0 + c] for
-// c < c1 − c0: panel p of x as the A operand of a product over keys.
-func (w *attnScratch) transposePanel(x []float32, p, c0, c1 int) {
-	transposeInto(w.ks, w.ap, w.mr, x[p*w.mr*w.ld+c0:], w.ld, w.mr, c1-c0)
+// panelTimes adds, for the mr rows i of x (panel p of a tile of P or dS,
+// row i at x[i·ld:]) over the panel's chunks [c0, c1),
+// Σ_c x[i·ld + c0 + c] · rows[(s0 + c0 + c)·w.ldRows + f] to
+// w.o[(p·mr + i)·hPad + f] for f < hPad. Read in place over the keys its
+// rows' ranges meet (x is zero elsewhere in the chunks), the four
+// 16-feature tiles in one call; packed, the panel is transposed once and
+// then runs every feature.
+func (w *attnScratch) panelTimes(x []float32, p int, rows []float32, s0 int) {
+	mr, nr, hPad, ld, ldr := w.mr, w.nr, w.hPad, w.ld, w.ldRows
+	if w.strided == nil {
+		c0, c1 := w.lo[p], w.hi[p]
+		if c0 >= c1 {
+			return
+		}
+		transposeInto(w.ks, w.ap, mr, x[c0:], ld, mr, c1-c0)
+		for f := 0; f < hPad; f += nr {
+			w.mul(c1-c0, w.ap, 1, mr, rows[(s0+c0)*ldr+f:], ldr, w.o[p*mr*hPad+f:], hPad, true)
+		}
+		return
+	}
+	if c0, c1 := w.klo[p], w.khi[p]; c0 < c1 {
+		w.mulN(c1-c0, x[c0:], ld, 1, 0, rows[(s0+c0)*ldr:], ldr, nr, w.o[p*mr*hPad:], hPad, nr, hPad/nr, true)
+	}
 }
 
 // transposeInto writes dst[c·ldd + i] = src[i·lds + c] for i < rows,
@@ -387,39 +455,38 @@ func (w *attnScratch) forwardBlock(fwd, qs, bias []float32, rows []attnRow, b, j
 	for s0 := lo / w.bk * w.bk; s0 < hi; s0 += w.bk {
 		s1 := min(a.S, s0+w.bk)
 		np := w.panelChunks(rows, b, t0, m, s0, s1)
-		w.products(w.s, w.q, w.qp, w.kp, np, s0)
-		for i := range m {
-			c0, c1 := w.lo[i/mr], w.hi[i/mr]
+		// Panel by panel, its scores (w.s's first mr rows, in L1), their
+		// softmax and O += P·V.
+		for p := range np {
+			c0, c1 := w.lo[p], w.hi[p]
 			if c0 >= c1 {
 				continue
 			}
-			t := t0 + i/r
-			sr := w.s[i*ld : i*ld+c1]
-			e0, e1 := w.rowKeys(sr, bias, rows[b*a.T+t], b, t, s0, c0, c1)
-			if e0 >= e1 {
-				clear(sr[c0:])
-				continue
+			ap, rs, ps := w.rowPanel(w.q, w.qp, p)
+			w.mulN(h, ap, rs, ps, 0, w.kp[(s0+c0)*h:], w.nr, w.nr*h, w.s[c0:], ld, w.nr, (c1-c0)/w.nr, false)
+			for i := p * mr; i < min(m, (p+1)*mr); i++ {
+				t := t0 + i/r
+				sr := w.s[(i-p*mr)*ld : (i-p*mr)*ld+c1]
+				e0, e1 := w.rowKeys(sr, bias, rows[b*a.T+t], b, t, s0, c0, c1)
+				if e0 >= e1 {
+					clear(sr[c0:])
+					continue
+				}
+				clearOutside(sr, c0, e0, e1)
+				mNew, sum := attnSoftmax(sr[e0:e1], w.mx[i])
+				// The row's first keys: o and l are still zero.
+				if alpha := float32(math.Exp(float64(w.mx[i] - mNew))); alpha != 1 && w.mx[i] != float32(math.Inf(-1)) {
+					w.l[i] *= alpha
+					vek32.MulNumber_Inplace(w.o[i*hPad:i*hPad+h], alpha)
+				}
+				w.l[i] += sum
+				w.mx[i] = mNew
 			}
-			clear(sr[c0:e0])
-			clear(sr[e1:])
-			mNew, sum := attnSoftmax(sr[e0:e1], w.mx[i])
-			// The row's first keys: o and l are still zero.
-			if alpha := float32(math.Exp(float64(w.mx[i] - mNew))); alpha != 1 && w.mx[i] != float32(math.Inf(-1)) {
-				w.l[i] *= alpha
-				vek32.MulNumber_Inplace(w.o[i*hPad:i*hPad+h], alpha)
-			}
-			w.l[i] += sum
-			w.mx[i] = mNew
+			w.panelTimes(w.s, p, w.vRows, s0)
 		}
-		// O += P·V.
-		w.tileTimes(w.s, np, w.vr, s0)
 	}
 	base := ((b*a.KVHeads+j)*a.T + t0) * r * (h + 2)
-	for i := range m {
-		dst := fwd[base+i*(h+2) : base+(i+1)*(h+2)]
-		vek32.MulNumber_Into(dst[:h], w.o[i*hPad:i*hPad+h], 1/w.l[i])
-		dst[h], dst[h+1] = w.mx[i], w.l[i]
-	}
+	attnOutRows(fwd[base:], h+2, w.o, hPad, w.mx, w.l, m, h)
 }
 
 // backwardBlock adds the rows of positions t0 ≤ t < t1 of (b, j) to dKᵀ
@@ -438,11 +505,7 @@ func (w *attnScratch) backwardBlock(grads, qs, dO, bias, fwd []float32, rows []a
 		packPanels(w.dot, &dop, 0, 1, h, h, mPad, mr, w.tmp, ks)
 	}
 	fbase := ((b*a.KVHeads+j)*a.T + t0) * r * (h + 2)
-	for i := range m {
-		f := fwd[fbase+i*(h+2) : fbase+(i+1)*(h+2)]
-		w.mx[i], w.l[i] = f[h], 1/f[h+1]
-		w.d[i] = Dot(w.do[i*h:(i+1)*h], f[:h])
-	}
+	attnRowStats(w.d, w.mx, w.l, w.do, h, fwd[fbase:], h+2, m, h)
 	clear(w.o[:mPad*hPad])
 	lo, hi := w.blockKeys(rows, b, t0, t1)
 	for s0 := lo / w.bk * w.bk; s0 < hi; s0 += w.bk {
@@ -470,25 +533,40 @@ func (w *attnScratch) backwardBlock(grads, qs, dO, bias, fwd []float32, rows []a
 				clear(dr[c0:])
 				continue
 			}
-			clear(sr[c0:e0])
-			clear(sr[e1:])
-			clear(dr[c0:e0])
-			clear(dr[e1:])
+			clearOutside(sr, c0, e0, e1)
+			clearOutside(dr, c0, e0, e1)
 			attnGrad(sr[e0:e1], dr[e0:e1], w.mx[i], w.l[i], w.d[i])
 		}
-		// Zeros in the union outside each panel's chunks: dKᵀ and dVᵀ of a
-		// chunk sum over every panel from the first to the last that
-		// computes it.
+		// Zeros where dKᵀ and dVᵀ read outside a panel's chunks: a chunk's
+		// products run over every panel from the first to the last that
+		// computes it, so a chunk outside panel p's is read with p's rows
+		// only if panels both before and after p compute it: within
+		// [max(loB, loA), min(hiB, hiA)), the bounds of the chunks of the
+		// panels before p (B) and after it (A). Nested ranges (the causal
+		// mask's) read none.
+		w.sufLo[np], w.sufHi[np] = w.bk, 0
+		for p := np - 1; p >= 0; p-- {
+			w.sufLo[p], w.sufHi[p] = w.sufLo[p+1], w.sufHi[p+1]
+			if w.lo[p] < w.hi[p] {
+				w.sufLo[p], w.sufHi[p] = min(w.sufLo[p], w.lo[p]), max(w.sufHi[p], w.hi[p])
+			}
+		}
+		loB, hiB := w.bk, 0
 		for p := range np {
 			c0, c1 := w.lo[p], w.hi[p]
-			if c0 >= c1 {
-				c0, c1 = u1, u1
+			x0, x1 := max(loB, w.sufLo[p+1]), min(hiB, w.sufHi[p+1])
+			if c0 < c1 {
+				loB, hiB = min(loB, c0), max(hiB, c1)
+			} else {
+				c0, c1 = x1, x1
 			}
-			for i := p * mr; i < (p+1)*mr; i++ {
-				clear(w.s[i*ld+u0 : i*ld+max(u0, c0)])
-				clear(w.s[i*ld+c1 : i*ld+u1])
-				clear(w.ds[i*ld+u0 : i*ld+max(u0, c0)])
-				clear(w.ds[i*ld+c1 : i*ld+u1])
+			if x0 < min(x1, c0) || max(x0, c1) < x1 {
+				for i := p * mr; i < (p+1)*mr; i++ {
+					clear(w.s[i*ld+x0 : i*ld+max(x0, min(x1, c0))])
+					clear(w.s[i*ld+min(x1, max(x0, c1)) : i*ld+x1])
+					clear(w.ds[i*ld+x0 : i*ld+max(x0, min(x1, c0))])
+					clear(w.ds[i*ld+min(x1, max(x0, c1)) : i*ld+x1])
+				}
 			}
 		}
 		// dVᵀ += dOᵀ·P, then dKᵀ += Qᵀ·dS, chunk by chunk (one product at
@@ -507,17 +585,22 @@ func (w *attnScratch) backwardBlock(grads, qs, dO, bias, fwd []float32, rows []a
 				if pf < 0 {
 					continue
 				}
+				// Every feature panel f = 0, mr, … < hm.
 				q0, q1 := pf*mr, (pl+1)*mr
-				for f := 0; f < w.hm; f += mr {
-					a, rs, ps := w.featurePanel(g.x, g.xt, f, q0, mPad)
-					w.mul(q1-q0, a, rs, ps, g.b[q0*ld+c:], ld, g.acc[f*w.sPad+s0+c:], w.sPad, true)
-				}
+				a, rs, ps, step := w.featurePanel(g.x, g.xt, 0, q0, mPad)
+				w.mulN(q1-q0, a, rs, ps, step, g.b[q0*ld+c:], ld, 0, g.acc[s0+c:], w.sPad, mr*w.sPad, w.hm/mr, true)
 			}
 		}
 		// dQs += dS·K.
-		w.tileTimes(w.ds, np, w.kr, s0)
+		w.tileTimes(w.ds, np, w.kRows, s0)
 	}
 	gbase := (b*a.KVHeads + j) * a.T * (r + 2) * h
+	if hPad == h { // the r rows of a position are contiguous in both
+		for t := t0; t < t1; t++ {
+			copy(grads[gbase+t*(r+2)*h:gbase+(t*(r+2)+r)*h], w.o[(t-t0)*r*h:(t-t0+1)*r*h])
+		}
+		return
+	}
 	for i := range m {
 		t, hd := t0+i/r, i%r
 		copy(grads[gbase+(t*(r+2)+hd)*h:gbase+(t*(r+2)+hd+1)*h], w.o[i*hPad:i*hPad+h])

@@ -35,8 +35,10 @@ import (
 // attentionDims are the sizes of one fused attention.
 type attentionDims struct{ b, heads, kv, t, s, h int }
 
-func (d attentionDims) kernel(workers int) *tensor.Attention {
-	return &tensor.Attention{Batch: d.b, Heads: d.heads, KVHeads: d.kv, T: d.t, S: d.s, HeadDim: d.h, Workers: workers}
+// kernel returns the kernel of d on workers goroutines, with buffers kept
+// from call to call in bufs (one per fused op: its calls reuse them).
+func (d attentionDims) kernel(workers int, bufs *tensor.AttentionBuffers) *tensor.Attention {
+	return &tensor.Attention{Batch: d.b, Heads: d.heads, KVHeads: d.kv, T: d.t, S: d.s, HeadDim: d.h, Workers: workers, Buffers: bufs}
 }
 
 // dotOf returns the operands of v when v is a custom DotGeneral with the
@@ -144,8 +146,9 @@ func (b *Builder) fuseAttentionForward(vs []*value) (backends.Op, bool, error) {
 		return nil, false, nil
 	}
 	out := shapes.Make(dtypes.Float32, d.b, d.kv, d.t, d.heads/d.kv, d.h+2)
+	bufs := new(tensor.AttentionBuffers)
 	op, err := b.addLabeled("Attention", []*value{qs, k, v, bias}, out, f32Exec(out, func(be *Backend, dst []float32, in [][]float32) {
-		d.kernel(be.workers).Forward(dst, in[0], in[1], in[2], in[3])
+		d.kernel(be.workers, bufs).Forward(dst, in[0], in[1], in[2], in[3])
 	}))
 	return op, true, err
 }
@@ -201,8 +204,9 @@ func (b *Builder) fuseAttentionBackward(vs []*value) (backends.Op, bool, error) 
 		return nil, false, nil
 	}
 	out := shapes.Make(dtypes.Float32, d.b, d.kv, d.t, d.heads/d.kv+2, d.h)
+	bufs := new(tensor.AttentionBuffers)
 	op, err := b.addLabeled("AttentionGrad", []*value{qs, k, v, bias, fwd, dO}, out, f32Exec(out, func(be *Backend, dst []float32, in [][]float32) {
-		d.kernel(be.workers).Backward(dst, in[0], in[1], in[2], in[3], in[4], in[5])
+		d.kernel(be.workers, bufs).Backward(dst, in[0], in[1], in[2], in[3], in[4], in[5])
 	}))
 	return op, true, err
 }
