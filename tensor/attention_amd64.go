@@ -26,23 +26,10 @@ func attnGrad(p, ds []float32, m, inv, d float32) {
 	attnGradAVX2(&p[0], &ds[0], len(p), m, inv, d)
 }
 
-//go:noescape
-func sgemm6x16StridedAVX2(k int, a *float32, rs, ps int, b *float32, ldb int, c *float32, ldc int, acc bool)
-
-// attnStrided returns, for the AVX2 GEMM set, its micro-kernel with A's
-// element (i, p) read in place at a[i·rs + p·ps] (sgemm6x16StridedAVX2);
-// nil for the other sets, whose tiles pack A into panels.
-func attnStrided(ks *gemmKernelSet) func(k int, a []float32, rs, ps int, b []float32, ldb int, c []float32, ldc int, acc bool) {
-	if ks.name != "avx2" {
-		return nil
-	}
-	return func(k int, a []float32, rs, ps int, b []float32, ldb int, c []float32, ldc int, acc bool) {
-		sgemm6x16StridedAVX2(k, &a[0], rs, ps, &b[0], ldb, &c[0], ldc, acc)
-	}
-}
-
-// attnStridedN returns, for the AVX2 GEMM set, sgemm6x16StridedNAVX2: n
-// tiles of the strided micro-kernel in one call; nil for the other sets.
+// attnStridedN returns, for the AVX2 GEMM set, sgemm6x16StridedNAVX2: its
+// micro-kernel on n tiles in one call, with A's element (i, p) of tile t
+// read in place at a[t·astep + i·rs + p·ps]; nil for the other sets, whose
+// tiles pack A into panels.
 func attnStridedN(ks *gemmKernelSet) func(k int, a []float32, rs, ps, astep int, b []float32, ldb, bstep int, c []float32, ldc, cstep, n int, acc bool) {
 	if ks.name != "avx2" {
 		return nil

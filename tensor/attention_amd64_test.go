@@ -7,8 +7,8 @@ import (
 	"testing"
 )
 
-// TestSgemm6x16Strided checks sgemm6x16StridedAVX2 against sgemm6x16AVX2
-// on the packed panel, bit for bit, and against a float64 product within
+// TestSgemm6x16Strided checks sgemm6x16StridedNAVX2 on one tile against
+// sgemm6x16AVX2 on the packed panel, bit for bit, and against a float64 product within
 // rounding, over depths around the unrolling by 4, A as rows (ps = 1), as
 // columns (rs = 1) and packed (rs = 1, ps = 6), strides and both modes
 // (overwrite, accumulate), with NaN and Inf in A.
@@ -49,7 +49,7 @@ func TestSgemm6x16Strided(t *testing.T) {
 						c0[i] = float32(rng.NormFloat64())
 					}
 					got, want := append([]float32(nil), c0...), append([]float32(nil), c0...)
-					sgemm6x16StridedAVX2(k, &a[0], rs, ps, &b[0], ldb, &got[0], ldc, acc)
+					sgemm6x16StridedNAVX2(k, &a[0], rs, ps, 0, &b[0], ldb, 0, &got[0], ldc, 0, 1, acc)
 					panel := make([]float32, 6*k)
 					for i := range 6 {
 						for p := range k {
@@ -84,8 +84,8 @@ func TestSgemm6x16Strided(t *testing.T) {
 	}
 }
 
-// TestSgemm6x16StridedN checks sgemm6x16StridedNAVX2 against n calls of
-// sgemm6x16StridedAVX2, bit for bit, over tile counts, depths around the
+// TestSgemm6x16StridedN checks sgemm6x16StridedNAVX2 on n tiles against
+// sgemm6x16AVX2 on each tile's packed panel, bit for bit, over tile counts, depths around the
 // unrolling by 4, steps of A, B and C (zero included: tiles sharing an
 // operand), both modes and a NaN in A.
 func TestSgemm6x16StridedN(t *testing.T) {
@@ -118,12 +118,18 @@ func TestSgemm6x16StridedN(t *testing.T) {
 					}
 					got, want := append([]float32(nil), c0...), append([]float32(nil), c0...)
 					sgemm6x16StridedNAVX2(k, &a[0], rs, ps, astep, &b[0], ldb, bstep, &got[0], ldc, cstep, n, acc)
+					panel := make([]float32, 6*k)
 					for i := range n {
-						sgemm6x16StridedAVX2(k, &a[i*astep], rs, ps, &b[i*bstep], ldb, &want[i*cstep], ldc, acc)
+						for r := range 6 {
+							for p := range k {
+								panel[p*6+r] = a[i*astep+r*rs+p*ps]
+							}
+						}
+						sgemm6x16AVX2(k, &panel[0], &b[i*bstep], ldb, &want[i*cstep], ldc, acc)
 					}
 					for i := range got {
 						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-							t.Fatalf("n%d k%d acc %v trial %d: C[%d] = %g, %d calls %g", n, k, acc, trial, i, got[i], n, want[i])
+							t.Fatalf("n%d k%d acc %v trial %d: C[%d] = %g, packed panels %g", n, k, acc, trial, i, got[i], want[i])
 						}
 					}
 				}
@@ -134,8 +140,9 @@ func TestSgemm6x16StridedN(t *testing.T) {
 
 // BenchmarkSgemm6x16Strided compares, for one 6×128 tile of probabilities
 // times 128 rows of V (O += P·V of one panel), the strided kernel reading
-// the tile's rows with transposing the tile into a panel and running
-// sgemm6x16AVX2 (four 16-column tiles of the 64 features).
+// the tile's rows (the four 16-column tiles of the 64 features in one
+// call) with transposing the tile into a panel and running sgemm6x16AVX2
+// on each of the four.
 func BenchmarkSgemm6x16Strided(b *testing.B) {
 	if !hasAVX2 {
 		b.Skip("no AVX2 and FMA")
@@ -152,9 +159,7 @@ func BenchmarkSgemm6x16Strided(b *testing.B) {
 	ks := gemmKernels
 	b.Run("rows", func(b *testing.B) {
 		for b.Loop() {
-			for f := 0; f < h; f += 16 {
-				sgemm6x16StridedAVX2(k, &x[0], ld, 1, &v[f], h, &c[f], h, true)
-			}
+			sgemm6x16StridedNAVX2(k, &x[0], ld, 1, 0, &v[0], h, 16, &c[0], h, 16, h/16, true)
 		}
 	})
 	b.Run("transpose+panel", func(b *testing.B) {
@@ -172,7 +177,7 @@ func BenchmarkSgemm6x16Strided(b *testing.B) {
 
 // TestAttentionStridedMatchesPacked checks that the attention tiles give
 // the same float32s, bit for bit, whether the AVX2 set reads A in place
-// (sgemm6x16StridedAVX2) or packs it into panels for sgemm6x16AVX2.
+// (sgemm6x16StridedNAVX2) or packs it into panels for sgemm6x16AVX2.
 func TestAttentionStridedMatchesPacked(t *testing.T) {
 	var avx2 *gemmKernelSet
 	for _, ks := range gemmAsmSets() {
@@ -184,7 +189,7 @@ func TestAttentionStridedMatchesPacked(t *testing.T) {
 		t.Skip("no AVX2 GEMM set")
 	}
 	packed := *avx2
-	packed.name = "avx2-packed" // attnStrided: nil
+	packed.name = "avx2-packed" // attnStridedN: nil
 	rng := rand.New(rand.NewPCG(8, 9))
 	for _, c := range []attentionCase{
 		{b: 2, heads: 8, kv: 2, t: 70, h: 64, causal: true, pad: 9},

@@ -8,12 +8,7 @@ func attnSoftmax(x []float32, mPrev float32) (m, sum float32) { return attnSoftm
 // attnGrad is attnGradGo off amd64.
 func attnGrad(p, ds []float32, m, inv, d float32) { attnGradGo(p, ds, m, inv, d) }
 
-// attnStrided is nil off amd64: the tiles pack A into panels.
-func attnStrided(ks *gemmKernelSet) func(k int, a []float32, rs, ps int, b []float32, ldb int, c []float32, ldc int, acc bool) {
-	return nil
-}
-
-// attnStridedN is nil off amd64: the tiles run one micro-kernel call each.
+// attnStridedN is nil off amd64: the tiles pack A into panels.
 func attnStridedN(ks *gemmKernelSet) func(k int, a []float32, rs, ps, astep int, b []float32, ldb, bstep int, c []float32, ldc, cstep, n int, acc bool) {
 	return nil
 }

@@ -28,7 +28,7 @@ import (
 // dKᵀ = Qᵀ·dS, dVᵀ = dOᵀ·P, whose B, the probabilities and their gradient
 // [rows, keys], is read in place) and the rows of P and dS (of O = P·V,
 // dQ = dS·K). With AVX2 the micro-kernel reads them in place with strides
-// (sgemm6x16StridedAVX2) and nothing else is packed; the other kernel sets
+// (sgemm6x16StridedNAVX2) and nothing else is packed; the other kernel sets
 // pack them into panels: qp, dop (mr-row panels of depth h), qt, dot
 // (mr-feature panels of depth the block's rows) per block, and P and dS
 // panel by panel (ks.transpose).
@@ -115,12 +115,9 @@ type attnScratch struct {
 	sPad     int // S rounded up to nr
 	bq, bk   int // positions of a block, keys of a tile
 	ld       int // the row stride of s and ds: bk + nr, so that rows are not a multiple of 1 KiB apart (L1 set aliasing; within the noise on the 25M layer)
-	// strided is ks.micro with A's element (i, p) read in place at
-	// a[i·rs + p·ps] (attnStrided; nil: A is packed into panels, the
-	// buffers qp, dop, qt, dot and ap).
-	strided func(k int, a []float32, rs, ps int, b []float32, ldb int, c []float32, ldc int, acc bool)
-	// stridedN is strided on n tiles in one call (attnStridedN; nil: one
-	// call a tile).
+	// stridedN is ks.micro on n tiles in one call, A's element (i, p) of
+	// tile t read in place at a[t·astep + i·rs + p·ps] (attnStridedN;
+	// nil: A is packed into panels, the buffers qp, dop, qt, dot and ap).
 	stridedN func(k int, a []float32, rs, ps, astep int, b []float32, ldb, bstep int, c []float32, ldc, cstep, n int, acc bool)
 
 	kp, vp, kr, vr []float32
@@ -146,10 +143,10 @@ func (a *Attention) newScratch(ks *gemmKernelSet, backward bool) *attnScratch {
 	h := a.HeadDim
 	bq, bk := a.tiles(ks)
 	w := &attnScratch{a: a, key: a.scratchKey(ks, backward), ks: ks, mr: ks.mr, nr: ks.nr, h: h, r: a.groups(), bq: bq, bk: bk, ld: bk + ks.nr,
-		strided: attnStrided(ks), stridedN: attnStridedN(ks)}
+		stridedN: attnStridedN(ks)}
 	w.hPad, w.hm, w.sPad = roundUp(h, w.nr), roundUp(h, w.mr), roundUp(a.S, w.nr)
 	mPad := roundUp(bq*w.r, w.mr)
-	packed := w.strided == nil
+	packed := w.stridedN == nil
 	w.kp = make([]float32, w.sPad*h)
 	// The slack: the last panel of features (from hm − mr) of the last row.
 	w.q = make([]float32, mPad*h+w.mr)
@@ -198,7 +195,7 @@ func (a *Attention) newScratch(ks *gemmKernelSet, backward bool) *attnScratch {
 // mul runs C[i·ldc + j] (+)= Σ_{p<k} a[i·rs + p·ps]·b[p·ldb + j] for
 // i < mr, j < nr (k ≥ 1) after checking that the slices hold every element
 // it touches: the kernel set's micro-kernel on a packed panel (rs = 1,
-// ps = mr), w.strided on any other layout.
+// ps = mr), w.stridedN on one tile on any other layout.
 func (w *attnScratch) mul(k int, a []float32, rs, ps int, b []float32, ldb int, c []float32, ldc int, acc bool) {
 	_ = a[(w.mr-1)*rs+(k-1)*ps]
 	_ = b[(k-1)*ldb+w.nr-1]
@@ -207,7 +204,7 @@ func (w *attnScratch) mul(k int, a []float32, rs, ps int, b []float32, ldb int, 
 		w.ks.micro(k, a, b, ldb, c, ldc, acc)
 		return
 	}
-	w.strided(k, a, rs, ps, b, ldb, c, ldc, acc)
+	w.stridedN(k, a, rs, ps, 0, b, ldb, 0, c, ldc, 0, 1, acc)
 }
 
 // mulN runs mul on the n tiles t < n with A from a[t·astep:], B from
@@ -234,7 +231,7 @@ func (w *attnScratch) mulN(k int, a []float32, rs, ps, astep int, b []float32, l
 // rows x (q or do, [mPad, h]) over the features, with its strides: in
 // place, or from xp (their panels) when the tiles pack.
 func (w *attnScratch) rowPanel(x, xp []float32, p int) (a []float32, rs, ps int) {
-	if w.strided != nil {
+	if w.stridedN != nil {
 		return x[p*w.mr*w.h:], w.h, 1
 	}
 	return xp[p*w.mr*w.h:], 1, w.mr
@@ -246,7 +243,7 @@ func (w *attnScratch) rowPanel(x, xp []float32, p int) (a []float32, rs, ps int)
 // the next row's, whose products are not stored; x has mr floats of
 // slack), or from xt (their panels, depth mPad) when the tiles pack.
 func (w *attnScratch) featurePanel(x, xt []float32, f, q0, mPad int) (a []float32, rs, ps, step int) {
-	if w.strided != nil {
+	if w.stridedN != nil {
 		return x[f+q0*w.h:], 1, w.h, w.mr
 	}
 	return xt[f*mPad+q0*w.mr:], 1, w.mr, w.mr * mPad
@@ -286,7 +283,7 @@ func (w *attnScratch) packKV(k, v []float32, b, j int) {
 // and V in place: h a multiple of nr (no feature padding), and A read in
 // place, whose products run over the keys of each row's range exactly
 // (packed, they run over whole chunks, and keys past S would be read).
-func (w *attnScratch) rowsInPlace() bool { return w.h%w.nr == 0 && w.strided != nil }
+func (w *attnScratch) rowsInPlace() bool { return w.h%w.nr == 0 && w.stridedN != nil }
 
 // rowsPadded writes dst[s·ld + f] = src[base + s·rs + f] for s < n, f < h,
 // and zeros for h ≤ f < ld and n ≤ s < nPad.
@@ -404,7 +401,7 @@ func (w *attnScratch) tileTimes(x []float32, np int, rows []float32, s0 int) {
 // then runs every feature.
 func (w *attnScratch) panelTimes(x []float32, p int, rows []float32, s0 int) {
 	mr, nr, hPad, ld, ldr := w.mr, w.nr, w.hPad, w.ld, w.ldRows
-	if w.strided == nil {
+	if w.stridedN == nil {
 		c0, c1 := w.lo[p], w.hi[p]
 		if c0 >= c1 {
 			return
@@ -443,7 +440,7 @@ func transposeInto(ks *gemmKernelSet, dst []float32, ldd int, src []float32, lds
 func (w *attnScratch) forwardBlock(fwd, qs, bias []float32, rows []attnRow, b, j, t0, t1 int) {
 	a, ks, mr, h, hPad, ld, r := w.a, w.ks, w.mr, w.h, w.hPad, w.ld, w.r
 	m := w.loadBlock(w.q, qs, b, j, t0, t1)
-	if w.strided == nil {
+	if w.stridedN == nil {
 		qop := RowMajor(w.q, m, h)
 		packPanels(w.qp, &qop, 0, h, 1, m, h, mr, w.tmp, ks)
 	}
@@ -496,7 +493,7 @@ func (w *attnScratch) backwardBlock(grads, qs, dO, bias, fwd []float32, rows []a
 	m := w.loadBlock(w.q, qs, b, j, t0, t1)
 	w.loadBlock(w.do, dO, b, j, t0, t1)
 	mPad := roundUp(m, mr)
-	if w.strided == nil {
+	if w.stridedN == nil {
 		qop, dop := RowMajor(w.q, mPad, h), RowMajor(w.do, mPad, h)
 		packPanels(w.qp, &qop, 0, h, 1, m, h, mr, w.tmp, ks)
 		packPanels(w.dop, &dop, 0, h, 1, m, h, mr, w.tmp, ks)
