@@ -63,13 +63,10 @@ GLOBL attnmask<>(SB), RODATA|NOPTR, $64
 	VBROADCASTSS attnc<>+16(SB), Y8; \
 	VBROADCASTSS attnc<>+20(SB), Y9
 
-// EXP8M sets Y3 = e^Y0 in 8 lanes (Y0–Y2 clobbered; Y4–Y9 from
-// EXPCONSTS): exp_amd64.s's EXP8, the same operations in the same order
-// (the coefficients read from memory instead of Y10–Y15), so the same
-// float32s as Exp.
-#define EXP8M \
-	VMINPS       Y0, Y7, Y0; \
-	VMAXPS       Y0, Y8, Y0; \
+// EXP8POLY is the part of EXP8M and EXP8F they share: Y1 = n = round(x·log2 e)
+// (as int32), Y2 = r = x − n·ln 2 (in two parts) and Y3 = the polynomial
+// p(r) ≈ e^r, for x in Y0 (Y4–Y9 from EXPCONSTS).
+#define EXP8POLY \
 	VMULPS       Y4, Y0, Y1; \
 	VROUNDPS     $0, Y1, Y1; \
 	VMOVAPS      Y0, Y2; \
@@ -83,7 +80,16 @@ GLOBL attnmask<>(SB), RODATA|NOPTR, $64
 	VFMADD213PS  attnpoly<>+160(SB), Y2, Y3; \
 	VFMADD213PS  Y9, Y2, Y3; \
 	VFMADD213PS  Y9, Y2, Y3; \
-	VCVTPS2DQ    Y1, Y1; \
+	VCVTPS2DQ    Y1, Y1
+
+// EXP8M sets Y3 = e^Y0 in 8 lanes (Y0–Y2 clobbered; Y4–Y9 from
+// EXPCONSTS): exp_amd64.s's EXP8, the same operations in the same order
+// (the coefficients read from memory instead of Y10–Y15), so the same
+// float32s as Exp.
+#define EXP8M \
+	VMINPS       Y0, Y7, Y0; \
+	VMAXPS       Y0, Y8, Y0; \
+	EXP8POLY; \
 	VPSRAD       $1, Y1, Y0; \
 	VPSUBD       Y0, Y1, Y1; \
 	VPSLLD       $23, Y0, Y0; \
@@ -100,20 +106,7 @@ GLOBL attnmask<>(SB), RODATA|NOPTR, $64
 // normal; 2^n is a normal float32), which rounds the same real number, so
 // the float32s are EXP8M's (TestAttnRowKernels' range trials).
 #define EXP8F \
-	VMULPS       Y4, Y0, Y1; \
-	VROUNDPS     $0, Y1, Y1; \
-	VMOVAPS      Y0, Y2; \
-	VFNMADD231PS Y5, Y1, Y2; \
-	VFNMADD231PS Y6, Y1, Y2; \
-	VMOVUPS      attnpoly<>+0(SB), Y3; \
-	VFMADD213PS  attnpoly<>+32(SB), Y2, Y3; \
-	VFMADD213PS  attnpoly<>+64(SB), Y2, Y3; \
-	VFMADD213PS  attnpoly<>+96(SB), Y2, Y3; \
-	VFMADD213PS  attnpoly<>+128(SB), Y2, Y3; \
-	VFMADD213PS  attnpoly<>+160(SB), Y2, Y3; \
-	VFMADD213PS  Y9, Y2, Y3; \
-	VFMADD213PS  Y9, Y2, Y3; \
-	VCVTPS2DQ    Y1, Y1; \
+	EXP8POLY; \
 	VPSLLD       $23, Y1, Y1; \
 	VPADDD       Y9, Y1, Y1; \
 	VMULPS       Y1, Y3, Y3
