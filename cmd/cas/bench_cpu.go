@@ -66,6 +66,9 @@ machine.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opt.MinTime = minTime
+			if opt.Rounds < 1 {
+				return fmt.Errorf("--rounds %d: want at least 1", opt.Rounds)
+			}
 			for _, name := range models {
 				if name == "none" {
 					opt.SkipModels = true

@@ -22,7 +22,10 @@ func TestBenchCPUCommand(t *testing.T) {
 	}{
 		{"gemm only", []string{"bench", "cpu", "--models", "none", "--sizes", "32", "--min-time", "1ms", "--no-peer", "--threads", "2", "--json", jsonPath}, "| 32³ x·Wᵀ | 2 |", ""},
 		{"unknown model", []string{"bench", "cpu", "--models", "gpt5", "--no-peer"}, "", `unknown model "gpt5"`},
+		{"zero rounds", []string{"bench", "cpu", "--rounds", "0", "--no-peer"}, "", "--rounds 0: want at least 1"},
 		{"bad config", []string{"bench", "cpu", "--config", "/nonexistent/config.json", "--no-peer"}, "", "nonexistent"},
+		{"rounds", []string{"bench", "cpu", "--models", "none", "--config", sharedtest.Path(t, "golden", "qwen3-tiny", "config.json"), "--sizes", "32",
+			"--min-time", "1ms", "--batch", "2", "--seqlen", "8", "--steps", "1", "--decode-tokens", "2", "--rounds", "2", "--no-peer", "--threads", "2"}, "in 2 alternated rounds", ""},
 		{"decode only", []string{"bench", "cpu", "--decode-only", "--models", "none", "--config", sharedtest.Path(t, "golden", "qwen3-tiny", "config.json"),
 			"--decode-tokens", "4", "--min-time", "1ms", "--threads", "2"}, "In process CPU time per token", ""},
 	}
