@@ -124,10 +124,11 @@ type Options struct {
 	// PeerScript is torch_qwen_peer.py (empty: no peer); Python runs it
 	// (default bench.DefaultPython).
 	PeerScript, Python string
-	// Profile also runs one training step and one decode of each model on
-	// a profiling gocpu backend ("gocpu:profile") and reports the time per
-	// op kind (ModelRow.ForwardProfile, TrainProfile, DecodeProfile); ProfileShapes splits
-	// each kind by output size ("gocpu:profile=shapes").
+	// Profile also runs one forward pass, one training step and one
+	// decode of each model on a profiling gocpu backend ("gocpu:profile")
+	// and reports the time per op kind (ModelRow.ForwardProfile,
+	// TrainProfile, DecodeProfile); ProfileShapes splits each kind by
+	// output size ("gocpu:profile=shapes").
 	Profile, ProfileShapes bool
 	// DecodeOnly measures only batch-1 decoding against the streaming
 	// bound (see RunDecode); Profile then profiles decoding alone.
@@ -336,8 +337,9 @@ func Run(opt Options) (*Report, error) {
 
 // runDecode is Run's decode section alone: the read bandwidth, then for
 // each model batch-1 decoding on gocpu with float32 and with bfloat16
-// weights (measureDecode), then the bandwidth again (the bound uses the higher, the stricter, of the two
-// bandwidth measurements: other processes slow both alike).
+// weights (measureDecode), then the bandwidth again (the bound uses the
+// higher, the stricter, of the two bandwidth measurements: other
+// processes slow both alike).
 func runDecode(opt *Options, r *Report) error {
 	r.DecodeOnly = true
 	r.Kernels += ", GEMV " + tensor.GemvKernelName()
@@ -383,21 +385,26 @@ func measureDecode(ms ModelSpec, be backends.Backend, opt *Options, f *ModelFigu
 	if err != nil {
 		return fmt.Errorf("model %s, bf16 weights: %w", ms.Name, err)
 	}
-	var spent32, spent16 time.Duration
-	for round := 0; round < 3 || spent32 < opt.MinTime || spent16 < opt.MinTime; round++ {
-		t0 := time.Now()
-		tps, cpu, err := decodeCPU(m32, opt.DecodeTokens)
-		if err != nil {
-			return fmt.Errorf("model %s: decode: %w", ms.Name, err)
+	arms := []struct {
+		m        *qwen.Model
+		what     string
+		spent    time.Duration
+		tps, cpu *float64
+	}{
+		{m: m32, what: "", tps: &f.DecodeTokS, cpu: &f.DecodeCPUs},
+		{m: m16, what: ", bf16 weights", tps: &f.DecodeBF16TokS, cpu: &f.DecodeBF16CPUs},
+	}
+	for round := 0; round < 3 || arms[0].spent < opt.MinTime || arms[1].spent < opt.MinTime; round++ {
+		for i := range arms {
+			a := &arms[i]
+			t0 := time.Now()
+			tps, cpu, err := decodeCPU(a.m, opt.DecodeTokens)
+			if err != nil {
+				return fmt.Errorf("model %s%s: decode: %w", ms.Name, a.what, err)
+			}
+			a.spent += time.Since(t0)
+			*a.tps, *a.cpu = max(*a.tps, tps), minPositive(*a.cpu, cpu)
 		}
-		spent32 += time.Since(t0)
-		f.DecodeTokS, f.DecodeCPUs = max(f.DecodeTokS, tps), minPositive(f.DecodeCPUs, cpu)
-		t0 = time.Now()
-		if tps, cpu, err = decodeCPU(m16, opt.DecodeTokens); err != nil {
-			return fmt.Errorf("model %s, bf16 weights: decode: %w", ms.Name, err)
-		}
-		spent16 += time.Since(t0)
-		f.DecodeBF16TokS, f.DecodeBF16CPUs = max(f.DecodeBF16TokS, tps), minPositive(f.DecodeBF16CPUs, cpu)
 	}
 	return nil
 }

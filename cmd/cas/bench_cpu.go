@@ -48,11 +48,11 @@ gocpu and PyTorch alternated, and prints every round's ratios with their
 median and range: on a shared or virtual machine the peer's figures move by
 10–30% between runs, so one round's ratio is not a verdict.
 
---profile also runs one training step and one decode per model on
-GOMLX_BACKEND=gocpu:profile and prints the time per op kind, and which
-backend ran it (gocpu's kernels or simplego, the fused kernels by name);
---profile-shapes splits each op kind by output size. For a pprof view of the same
-work: go test -run '^$' -bench 'Qwen/qwen3-4M/trainstep' -benchtime 3x
+--profile also runs one forward pass, one training step and one decode per
+model on GOMLX_BACKEND=gocpu:profile and prints the time per op kind, and
+which backend ran it (gocpu's kernels or simplego, the fused kernels by
+name); --profile-shapes splits each op kind by output size. For a pprof
+view of the same work: go test -run '^$' -bench 'Qwen/qwen3-4M/trainstep' -benchtime 3x
 -cpuprofile cpu.out ./bench/cpubench/, then go tool pprof -top cpu.out.
 
 --decode-only measures only batch-1 decoding of each model (float32 and
@@ -126,7 +126,7 @@ machine.`,
 	f.IntVar(&opt.Rounds, "rounds", 1, "alternated rounds of gocpu and PyTorch forward + training step per model (their ratios printed with median and range)")
 	f.IntVar(&opt.DecodeTokens, "decode-tokens", 32, "tokens generated per decode measurement")
 	f.BoolVar(&opt.Plain, "plain", false, "also time the forward pass on the pure-Go backend (slow)")
-	f.BoolVar(&opt.Profile, "profile", false, "print the time per op kind of one training step and one decode per model")
+	f.BoolVar(&opt.Profile, "profile", false, "print the time per op kind of one forward pass, one training step and one decode per model")
 	f.BoolVar(&opt.DecodeOnly, "decode-only", false, "measure only batch-1 decode against the streaming bound (no GEMM, forward, training or peer)")
 	f.BoolVar(&opt.ProfileShapes, "profile-shapes", false, "with the profile, split each op kind by output size (implies --profile)")
 	defPeer := sharedDefault("bench", "torch_qwen_peer.py")
