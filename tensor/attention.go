@@ -78,8 +78,6 @@ func (a *Attention) tiles(ks *gemmKernelSet) (bq, bk int) {
 	return bq, roundUp(bk, ks.nr)
 }
 
-func roundUp(n, m int) int { return (n + m - 1) / m * m }
-
 func (a *Attention) check(what string, lens map[string][2]int) {
 	if a.Batch < 0 || a.T < 0 || a.S < 0 || a.HeadDim <= 0 || a.KVHeads <= 0 || a.Heads <= 0 || a.Heads%a.KVHeads != 0 {
 		panic(fmt.Sprintf("tensor.Attention.%s: bad shape %+v", what, *a))

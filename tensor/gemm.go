@@ -280,6 +280,9 @@ type gemmScratch struct {
 
 var gemmScratchPool = sync.Pool{New: func() any { return new(gemmScratch) }}
 
+// roundUp returns n rounded up to a multiple of m (n ≥ 0, m > 0).
+func roundUp(n, m int) int { return (n + m - 1) / m * m }
+
 func growF32(s []float32, n int) []float32 {
 	if cap(s) < n {
 		return make([]float32, n)
@@ -452,7 +455,7 @@ const gemmPrepackRows = gemmWholeARows
 // when that would exceed gemmPrepackMax floats.
 func (g *Gemm) prepack(op *Operand, rs, ps, rows, w, workers int, ks *gemmKernelSet) *gemmPrepacked {
 	k, kc := g.K, ks.blocking().kc
-	pad := (rows + w - 1) / w * w
+	pad := roundUp(rows, w)
 	if g.Batch*pad*k > gemmPrepackMax {
 		return nil
 	}

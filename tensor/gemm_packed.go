@@ -38,7 +38,7 @@ func (p *packedOperand) pack(x []float32, rows, k, w int, ks *gemmKernelSet) {
 	}
 	p.ks, p.rows, p.k, p.w = ks, rows, k, w
 	p.kc = ks.blocking().kc
-	p.rowsPad = (rows + w - 1) / w * w
+	p.rowsPad = roundUp(rows, w)
 	p.data = growF32(p.data, p.rowsPad*k)
 	p.tmp = growF32(p.tmp, max(min(p.kc, k), w))
 	if rows == 0 || k == 0 {
