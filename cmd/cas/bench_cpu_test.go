@@ -13,7 +13,12 @@ import (
 )
 
 func TestBenchCPUCommand(t *testing.T) {
-	jsonPath := filepath.Join(t.TempDir(), "cpu.json")
+	tmp := t.TempDir()
+	jsonPath := filepath.Join(tmp, "out", "cpu.json") // its folder does not exist yet
+	blocker := filepath.Join(tmp, "file")
+	if err := os.WriteFile(blocker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name    string
 		args    []string
@@ -22,6 +27,7 @@ func TestBenchCPUCommand(t *testing.T) {
 	}{
 		{"gemm only", []string{"bench", "cpu", "--models", "none", "--sizes", "32", "--min-time", "1ms", "--no-peer", "--threads", "2", "--json", jsonPath}, "| 32³ x·Wᵀ | 2 |", ""},
 		{"unknown model", []string{"bench", "cpu", "--models", "gpt5", "--no-peer"}, "", `unknown model "gpt5"`},
+		{"json under a file", []string{"bench", "cpu", "--models", "none", "--sizes", "32", "--no-peer", "--json", filepath.Join(blocker, "cpu.json")}, "", "--json " + filepath.Join(blocker, "cpu.json")},
 		{"zero rounds", []string{"bench", "cpu", "--rounds", "0", "--no-peer"}, "", "--rounds 0: want at least 1"},
 		{"bad config", []string{"bench", "cpu", "--config", "/nonexistent/config.json", "--no-peer"}, "", "nonexistent"},
 		{"rounds", []string{"bench", "cpu", "--models", "none", "--config", sharedtest.Path(t, "golden", "qwen3-tiny", "config.json"), "--sizes", "32",
