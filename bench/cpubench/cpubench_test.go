@@ -384,13 +384,12 @@ func BenchmarkQwen(b *testing.B) {
 			ids[i], mask[i] = int32(rng.IntN(ms.Config.VocabSize)), 1
 		}
 		b.Run(ms.Name+"/forward/gocpu", func(b *testing.B) {
-			logits := make([]float32, batch*seqLen*ms.Config.VocabSize)
-			if err := m.LogitsInto(logits, ids, mask, batch, seqLen); err != nil {
+			if err := ForwardPass(m, ids, mask, batch, seqLen); err != nil {
 				b.Fatal(err)
 			}
 			cpu0 := cputime.Process()
 			for b.Loop() {
-				if err := m.LogitsInto(logits, ids, mask, batch, seqLen); err != nil {
+				if err := ForwardPass(m, ids, mask, batch, seqLen); err != nil {
 					b.Fatal(err)
 				}
 			}

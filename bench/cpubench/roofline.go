@@ -116,15 +116,14 @@ func profileModel(cfg *qwen.Config, opt *Options, row *ModelRow) error {
 		ids[i] = int32((i*7919 + 13) % cfg.VocabSize)
 	}
 	if !opt.DecodeOnly {
-		logits := make([]float32, len(ids)*cfg.VocabSize)
 		mask := make([]int32, len(ids))
 		for i := range mask {
 			mask[i] = 1
 		}
 		for range 2 { // compile, then profile
 			prof.Profile(true)
-			if err := m.LogitsInto(logits, ids, mask, opt.Batch, opt.SeqLen); err != nil {
-				return fmt.Errorf("forward: %w", err)
+			if err := ForwardPass(m, ids, mask, opt.Batch, opt.SeqLen); err != nil {
+				return err
 			}
 		}
 		row.ForwardProfile = prof.Profile(true)

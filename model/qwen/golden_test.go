@@ -3,9 +3,12 @@ package qwen
 import (
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/tensors"
 
 	"github.com/cas-engine/cas/backend/backendtest"
 	"github.com/cas-engine/cas/internal/sharedtest"
@@ -115,6 +118,30 @@ func TestLogitsInto(t *testing.T) {
 				t.Fatalf("round %d: logit %d = %g, Logits gave %g", round, i, dst[i], want[i])
 			}
 		}
+	}
+	// LogitsTensor hands back the executor's output: the same values,
+	// shaped [batch, seqLen, vocab], twice over (its buffer reused).
+	for round := range 2 {
+		out, err := g.model.LogitsTensor(g.ids, g.mask, g.batch, g.seqLen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dims := out.Shape().Dimensions; len(dims) != 3 || dims[0] != g.batch || dims[1] != g.seqLen || dims[2] != g.model.Config.VocabSize {
+			t.Fatalf("round %d: LogitsTensor shape %s, want [%d, %d, %d]", round, out.Shape(), g.batch, g.seqLen, g.model.Config.VocabSize)
+		}
+		tensors.ConstFlatData(out, func(flat []float32) {
+			for i := range want {
+				if math.Float32bits(flat[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("round %d: LogitsTensor logit %d = %g, Logits gave %g", round, i, flat[i], want[i])
+				}
+			}
+		})
+		out.FinalizeAll()
+	}
+	bad := slices.Clone(g.ids)
+	bad[1] = int32(g.model.Config.VocabSize)
+	if _, err := g.model.LogitsTensor(bad, g.mask, g.batch, g.seqLen); err == nil || !strings.Contains(err.Error(), "at index 1") {
+		t.Errorf("LogitsTensor with id %d at index 1: err = %v, want one naming index 1", bad[1], err)
 	}
 	for _, tc := range []struct {
 		name         string

@@ -315,23 +315,36 @@ func (m *Model) Logits(ids, mask []int32, batch, seqLen int) ([]float32, error) 
 // intermediate copy), and a reused dst is not faulted in afresh each pass
 // (a 8×256×16384 float32 result is 134 MB).
 func (m *Model) LogitsInto(dst []float32, ids, mask []int32, batch, seqLen int) error {
-	if batch <= 0 || seqLen <= 0 || len(ids) != batch*seqLen || len(mask) != batch*seqLen {
-		return fmt.Errorf("logits: want %d×%d ids and mask, got %d and %d", batch, seqLen, len(ids), len(mask))
-	}
-	if want := batch * seqLen * m.Config.VocabSize; len(dst) != want {
+	if want := batch * seqLen * m.Config.VocabSize; batch > 0 && seqLen > 0 && len(dst) != want {
 		return fmt.Errorf("logits: output buffer holds %d floats, want %d×%d×%d = %d", len(dst), batch, seqLen, m.Config.VocabSize, want)
 	}
+	out, err := m.LogitsTensor(ids, mask, batch, seqLen)
+	if err != nil {
+		return err
+	}
+	defer out.FinalizeAll()
+	return tensors.ConstFlatData(out, func(flat []float32) { tensor.Copy(dst, flat, 0) })
+}
+
+// LogitsTensor is Logits returning the executor's output itself: a float32
+// tensor [batch, seqLen, vocab] that the caller reads (on the CPU backends
+// tensors.ConstFlatData reads the backend's buffer in place, nothing is
+// copied) and must release with FinalizeAll, which hands its buffer back
+// to the backend for the next pass.
+func (m *Model) LogitsTensor(ids, mask []int32, batch, seqLen int) (*tensors.Tensor, error) {
+	if batch <= 0 || seqLen <= 0 || len(ids) != batch*seqLen || len(mask) != batch*seqLen {
+		return nil, fmt.Errorf("logits: want %d×%d ids and mask, got %d and %d", batch, seqLen, len(ids), len(mask))
+	}
 	if err := m.checkIDs(ids); err != nil {
-		return fmt.Errorf("logits: %w", err)
+		return nil, fmt.Errorf("logits: %w", err)
 	}
 	out, err := m.logitsExec.Exec1(
 		tensors.FromFlatDataAndDimensions(ids, batch, seqLen),
 		tensors.FromFlatDataAndDimensions(mask, batch, seqLen))
 	if err != nil {
-		return fmt.Errorf("logits: %w", err)
+		return nil, fmt.Errorf("logits: %w", err)
 	}
-	defer out.FinalizeAll()
-	return tensors.ConstFlatData(out, func(flat []float32) { tensor.Copy(dst, flat, 0) })
+	return out, nil
 }
 
 // checkIDs rejects token ids outside the vocabulary (Gather would clamp

@@ -35,10 +35,15 @@ type ScoreOptions struct {
 // 0). Outputs are float32 [B, T] and differentiable with respect to the
 // model variables: the trainer builds this into its loss graph.
 //
-// Implementation: the hidden state at t−1 is dotted with the lm_head row of
-// ids[b, t] (no [B, T, V] one-hot), minus logsumexp over the vocabulary; the
-// shift from t−1 to t is a [T, T] 0/1 contraction rather than a slice, since
-// the gradient of Slice needs Pad, which the pure-Go backend lacks.
+// Implementation: the decoder runs on ids[:, :T−1] only (the last
+// position's logits predict nothing, and causal attention makes the
+// first T−1 hidden states independent of it: 1/T less work than the full
+// pass); the hidden state at t−1 is dotted with the lm_head row of
+// ids[b, t] (no [B, T, V] one-hot), minus logsumexp over the vocabulary;
+// the shift from t−1 to t is a [T−1, T] 0/1 contraction rather than a
+// Concatenate, whose gradient needs a Slice of the gradient, and a Slice's
+// gradient needs Pad, which the pure-Go backend lacks. A single token
+// (T = 1) predicts nothing: its logp is 0.
 func TokenLogProbs(ctx *context.Context, c *Config, ids, mask, respMask *graph.Node, opts ScoreOptions) (logp, entropy *graph.Node) {
 	g := ids.Graph()
 	w := bindWeights(ctx, g, c)
@@ -48,32 +53,36 @@ func TokenLogProbs(ctx *context.Context, c *Config, ids, mask, respMask *graph.N
 	if tau == 0 {
 		tau = 1
 	}
-	hidden := hiddenStates(c, w, ids, mask)                                 // [B, T, D]
+	// n positions s = 0…n−1 predict next[b, s] = ids[b, s+1]. At T = 1
+	// the one position runs, predicting a 0 that the shift drops.
+	n, in, inMask := t-1, ids, mask
+	var next *graph.Node
+	if n == 0 {
+		n, next = 1, graph.Zeros(g, shapes.Make(dtypes.Int32, b, 1))
+	} else {
+		in, inMask = graph.SliceAxis(ids, 1, graph.AxisRange(0, n)), graph.SliceAxis(mask, 1, graph.AxisRange(0, n))
+		next = graph.SliceAxis(ids, 1, graph.AxisRangeToEnd(1))
+	}
+	hidden := hiddenStates(c, w, in, inMask)                                // [B, n, D]
 	head := w.lmHead()                                                      // [V, D]
-	logits := graph.ConvertDType(linear(hidden, head, nil), dtypes.Float32) // [B, T, V]
+	logits := graph.ConvertDType(linear(hidden, head, nil), dtypes.Float32) // [B, n, V]
 	if tau != 1 {
 		logits = graph.DivScalar(logits, tau)
 	}
-	lse := vjp.LogSumExp(logits) // [B, T]
-
-	// next[b, s] = ids[b, s+1] (the token predicted at s); 0 at the end.
-	next := graph.Concatenate([]*graph.Node{
-		graph.SliceAxis(ids, 1, graph.AxisRangeToEnd(1)),
-		graph.Zeros(g, shapes.Make(dtypes.Int32, b, 1)),
-	}, 1) // [B, T]
-	rows := graph.Gather(head, graph.ExpandAxes(next, -1))                                  // [B, T, D]
-	target := graph.ConvertDType(graph.Einsum("btd,btd->bt", hidden, rows), dtypes.Float32) // [B, T]
+	lse := vjp.LogSumExp(logits)                                                            // [B, n]
+	rows := graph.Gather(head, graph.ExpandAxes(next, -1))                                  // [B, n, D]
+	target := graph.ConvertDType(graph.Einsum("btd,btd->bt", hidden, rows), dtypes.Float32) // [B, n]
 	if tau != 1 {
 		target = graph.DivScalar(target, tau)
 	}
-	shift := shiftMatrix(g, t) // [T, T]: moves s to s+1
+	shift := shiftMatrix(g, n, t) // [n, T]: moves s to s+1
 	logp = graph.Einsum("bs,st->bt", graph.Sub(target, lse), shift)
 	if opts.Entropy {
-		mx := graph.StopGradient(graph.ReduceAndKeep(logits, graph.ReduceMax, -1)) // [B, T, 1]
+		mx := graph.StopGradient(graph.ReduceAndKeep(logits, graph.ReduceMax, -1)) // [B, n, 1]
 		shifted := graph.Sub(logits, mx)
-		sumExp := graph.ReduceSum(graph.Exp(shifted), -1)                    // [B, T]
-		probs := graph.Div(graph.Exp(shifted), graph.ExpandAxes(sumExp, -1)) // [B, T, V]
-		meanLogit := graph.ReduceSum(graph.Mul(probs, logits), -1)           // [B, T]
+		sumExp := graph.ReduceSum(graph.Exp(shifted), -1)                    // [B, n]
+		probs := graph.Div(graph.Exp(shifted), graph.ExpandAxes(sumExp, -1)) // [B, n, V]
+		meanLogit := graph.ReduceSum(graph.Mul(probs, logits), -1)           // [B, n]
 		entropy = graph.Einsum("bs,st->bt", graph.Sub(lse, meanLogit), shift)
 	}
 	if respMask != nil {
@@ -86,10 +95,10 @@ func TokenLogProbs(ctx *context.Context, c *Config, ids, mask, respMask *graph.N
 	return logp, entropy
 }
 
-// shiftMatrix returns M [T, T] with M[s, t] = 1 when t = s + 1.
-func shiftMatrix(g *graph.Graph, t int) *graph.Node {
-	si := graph.Iota(g, shapes.Make(dtypes.Int32, t, t), 0)
-	ti := graph.Iota(g, shapes.Make(dtypes.Int32, t, t), 1)
+// shiftMatrix returns M [n, T] with M[s, t] = 1 when t = s + 1.
+func shiftMatrix(g *graph.Graph, n, t int) *graph.Node {
+	si := graph.Iota(g, shapes.Make(dtypes.Int32, n, t), 0)
+	ti := graph.Iota(g, shapes.Make(dtypes.Int32, n, t), 1)
 	return graph.ConvertDType(graph.Equal(graph.AddScalar(si, 1), ti), dtypes.Float32)
 }
 

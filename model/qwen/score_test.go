@@ -157,3 +157,67 @@ func TestTwoModelsOneContext(t *testing.T) {
 		t.Errorf("%d gradients, want %d (policy only)", len(out)-1, want)
 	}
 }
+
+// TestScoreMatchesReferenceLogits checks Score (which runs the decoder on
+// ids[:, :T−1] only) against the log-softmax and entropy of the
+// independent reference's logits over the full batch, and on prefixes of
+// 2 and 1 tokens: logp[b, t] = log softmax(z[b, t−1])[ids[b, t]] where
+// positions t−1 and t are real tokens, and 0 at t = 0 (a single token
+// predicts nothing).
+func TestScoreMatchesReferenceLogits(t *testing.T) {
+	for _, name := range goldenModels {
+		g := loadGolden(t, name)
+		v := g.model.Config.VocabSize
+		for _, tc := range []struct {
+			name string
+			t    int
+		}{{"full", g.seqLen}, {"two tokens", 2}, {"one token", 1}} {
+			t.Run(name+"/"+tc.name, func(t *testing.T) {
+				ids, mask := make([]int32, g.batch*tc.t), make([]int32, g.batch*tc.t)
+				for b := range g.batch {
+					copy(ids[b*tc.t:(b+1)*tc.t], g.ids[b*g.seqLen:])
+					copy(mask[b*tc.t:(b+1)*tc.t], g.mask[b*g.seqLen:])
+				}
+				logp, ent, err := g.model.Score(ids, mask, nil, g.batch, tc.t, ScoreOptions{Entropy: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				checked := 0
+				for b := range g.batch {
+					if logp[b*tc.t] != 0 || ent[b*tc.t] != 0 {
+						t.Errorf("row %d: logp, entropy at t = 0 are %g, %g, want 0", b, logp[b*tc.t], ent[b*tc.t])
+					}
+					for s := 1; s < tc.t; s++ {
+						if mask[b*tc.t+s-1] == 0 || mask[b*tc.t+s] == 0 {
+							continue
+						}
+						z := g.logits[(b*g.seqLen+s-1)*v : (b*g.seqLen+s)*v]
+						mx := math.Inf(-1)
+						for _, x := range z {
+							mx = math.Max(mx, float64(x))
+						}
+						sum, dot := 0.0, 0.0
+						for _, x := range z {
+							e := math.Exp(float64(x) - mx)
+							sum += e
+							dot += e * float64(x)
+						}
+						lse := mx + math.Log(sum)
+						wantLogp := float64(z[ids[b*tc.t+s]]) - lse
+						wantEnt := lse - dot/sum
+						if d := math.Abs(float64(logp[b*tc.t+s]) - wantLogp); d > 2e-4*math.Max(1, math.Abs(wantLogp)) {
+							t.Errorf("row %d position %d: logp %g, reference %g", b, s, logp[b*tc.t+s], wantLogp)
+						}
+						if d := math.Abs(float64(ent[b*tc.t+s]) - wantEnt); d > 2e-4*math.Max(1, wantEnt) {
+							t.Errorf("row %d position %d: entropy %g, reference %g", b, s, ent[b*tc.t+s], wantEnt)
+						}
+						checked++
+					}
+				}
+				if want := tc.t > 1; (checked > 0) != want {
+					t.Fatalf("%d positions checked", checked)
+				}
+			})
+		}
+	}
+}
