@@ -69,12 +69,8 @@ machine.`,
 			if opt.Rounds < 1 {
 				return fmt.Errorf("--rounds %d: want at least 1", opt.Rounds)
 			}
-			// The report's folder first: a path that cannot be written
-			// fails now, not after minutes of measuring.
-			if jsonPath != "" {
-				if err := os.MkdirAll(filepath.Dir(jsonPath), 0o755); err != nil {
-					return fmt.Errorf("--json %s: %w", jsonPath, err)
-				}
+			if err := makeOutputDir("json", jsonPath); err != nil {
+				return err
 			}
 			for _, name := range models {
 				if name == "none" {

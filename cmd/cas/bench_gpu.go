@@ -74,6 +74,9 @@ when a part fails: its error is listed and the exit status is 1).`,
 					return fmt.Errorf("--tokenizer: %w", err)
 				}
 			}
+			if err := makeOutputDir("out", out); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
 			if timeout > 0 {

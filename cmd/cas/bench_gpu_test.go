@@ -21,7 +21,7 @@ func TestBenchGPUDecodeOnly(t *testing.T) {
 		bytes int64
 	}{{"bf16", 2}, {"f32", 4}} {
 		t.Run(p.name, func(t *testing.T) {
-			out := filepath.Join(t.TempDir(), "bench.json")
+			out := filepath.Join(t.TempDir(), "reports", "bench.json") // reports/ does not exist yet
 			if _, stderr, err := runCas(t, "bench", "gpu", "--shapes", "tiny", "--precision", p.name, "--batches", "1,2",
 				"--prompt-len", "32", "--new-tokens", "4", "--hbm-gbps", "100", "--out", out); err != nil {
 				t.Fatalf("%v\n%s", err, stderr)
@@ -46,6 +46,23 @@ func TestBenchGPUDecodeOnly(t *testing.T) {
 				t.Errorf("bound %g (want %g), of bound %g", d.HBMBoundTokS, bound, d.OfBound)
 			}
 		})
+	}
+}
+
+// TestBenchGPUOutUnderFile: an --out that cannot be created (its folder
+// would be a file) fails before anything is measured, naming the flag.
+func TestBenchGPUOutUnderFile(t *testing.T) {
+	blocker := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(blocker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(blocker, "bench.json")
+	_, stderr, err := runCas(t, "bench", "gpu", "--shapes", "tiny", "--hbm-gbps", "100", "--out", out)
+	if err == nil || !strings.Contains(err.Error(), "--out "+out) {
+		t.Fatalf("err %v, want one naming --out %s", err, out)
+	}
+	if strings.Contains(stderr, "decode tiny") {
+		t.Errorf("measured before failing:\n%s", stderr)
 	}
 }
 

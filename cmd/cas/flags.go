@@ -1,6 +1,10 @@
 package main
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -48,4 +52,19 @@ func aliasFlag(cmd *cobra.Command, old, name string) {
 	}
 	f.AddFlag(&pflag.Flag{Name: old, Usage: nf.Usage, Value: nf.Value, DefValue: nf.DefValue, NoOptDefVal: nf.NoOptDefVal})
 	_ = f.MarkDeprecated(old, "use --"+name)
+}
+
+// makeOutputDir creates the folder of the output file that flag names
+// (nothing when path is empty), before a command's work: a path that
+// cannot be a file fails at once with an error naming the flag, not after
+// minutes of measuring or scoring, and a new folder such as out/ in
+// --out out/report.json is made, as users expect.
+func makeOutputDir(flag, path string) error {
+	if path == "" {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("--%s %s: %w", flag, path, err)
+	}
+	return nil
 }

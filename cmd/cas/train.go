@@ -145,6 +145,9 @@ that policy is its score (Eq. 6). The scores are written as one JSONL line
 			if err != nil {
 				return err
 			}
+			if err := makeOutputDir("out", out); err != nil {
+				return err
+			}
 			tok, err := loadModelTokenizer(cfg.Model.Path, cfg.Model.Tokenizer)
 			if err != nil {
 				return err
@@ -156,9 +159,6 @@ that policy is its score (Eq. 6). The scores are written as one JSONL line
 			defer m.Backend().Finalize()
 			scores, err := train.ComputeBootstrap(cfg, m, tok, progressOut(cmd.ErrOrStderr()))
 			if err != nil {
-				return err
-			}
-			if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 				return err
 			}
 			if err := train.WriteScores(out, scores); err != nil {
@@ -228,7 +228,7 @@ with --seed.`,
 			} else if limit > 0 && limit < len(ps) {
 				ps = ps[:limit]
 			}
-			if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+			if err := makeOutputDir("out", out); err != nil {
 				return err
 			}
 			err = atomicfile.Write(out, func(w io.Writer) error {
