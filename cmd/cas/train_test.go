@@ -78,7 +78,12 @@ checkpoint: {every: 1, keep: 2}
 		t.Fatalf("exported prompts: %v", err)
 	}
 
-	scores := filepath.Join(dir, "scores.jsonl")
+	// --out under a file fails before the policy is loaded, naming the flag.
+	blocked := filepath.Join(exported, "scores.jsonl")
+	if _, stderr, err := runCas(t, "train", "bootstrap-aci", "--config", cfgPath, "--out", blocked); err == nil || !strings.Contains(err.Error(), "--out "+blocked) {
+		t.Fatalf("bootstrap-aci --out under a file: err %v\n%s", err, stderr)
+	}
+	scores := filepath.Join(dir, "aci", "scores.jsonl") // aci/ does not exist yet
 	if _, stderr, err := runCas(t, "train", "bootstrap-aci", "--config", cfgPath, "--out", scores); err != nil {
 		t.Fatalf("bootstrap-aci: %v\n%s", err, stderr)
 	}
