@@ -14,6 +14,9 @@ func mulSiluAVX2(dst, a, gate *float32, n int)
 //go:noescape
 func siluGradMulAVX2(dst, v, u, gate *float32, n int)
 
+//go:noescape
+func expShiftScaleAVX2(dst, src *float32, n int, shift, scale float32)
+
 // hasAVX512 reports AVX-512F, for the Exp and Max kernels.
 var hasAVX512 = cpu.X86.HasAVX512F
 
@@ -99,5 +102,15 @@ func siluGradMulVec(d, v, u, g []float32) int {
 		return 0
 	}
 	siluGradMulAVX2(&d[0], &v[:n][0], &u[:n][0], &g[:n][0], n)
+	return n
+}
+
+// expShiftScaleVec is mulSiluVec for expShiftScale (expShiftScaleAVX2).
+func expShiftScaleVec(d, x []float32, shift, scale float32) int {
+	n := len(d) &^ 7
+	if !hasAVX2 || n == 0 {
+		return 0
+	}
+	expShiftScaleAVX2(&d[0], &x[:n][0], n, shift, scale)
 	return n
 }

@@ -214,3 +214,33 @@ loop:
 	JNZ     loop
 	VZEROUPPER
 	RET
+
+// func expShiftScaleAVX2(dst, src *float32, n int, shift, scale float32)
+//
+// dst[i] = (e^(src[i] − shift))·scale for i < n (a positive multiple of 8;
+// dst may be src): SubScalar, Exp (EXP8, expAVX2's operations) and a
+// product, each rounded as they are, so the same float32s in one pass
+// instead of three over the block. EXP8 takes every Y register, so shift
+// and scale are read from the frame as 8-lane vectors.
+TEXT ·expShiftScaleAVX2(SB), NOSPLIT, $64-32
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	MOVQ         n+16(FP), CX
+	VBROADCASTSS shift+24(FP), Y0
+	VMOVUPS      Y0, 0(SP)
+	VBROADCASTSS scale+28(FP), Y0
+	VMOVUPS      Y0, 32(SP)
+	EXPCONSTS8
+
+loop:
+	VMOVUPS (SI), Y0
+	VSUBPS  0(SP), Y0, Y0   // x − shift
+	EXP8
+	VMULPS  32(SP), Y3, Y3  // e^(x − shift)·scale
+	VMOVUPS Y3, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	SUBQ    $8, CX
+	JNZ     loop
+	VZEROUPPER
+	RET

@@ -20,3 +20,6 @@ func expWith(dst, x []float32, _ int) {
 // mulSiluVec and siluGradMulVec do nothing off amd64 (see exp_amd64.go).
 func mulSiluVec(d, a, g []float32) int        { return 0 }
 func siluGradMulVec(d, v, u, g []float32) int { return 0 }
+
+// expShiftScaleVec does nothing off amd64 (see exp_amd64.go).
+func expShiftScaleVec(d, x []float32, shift, scale float32) int { return 0 }

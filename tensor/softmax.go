@@ -132,6 +132,30 @@ func SumExpRows(dst, x []float32, n, workers int) {
 	ParallelFor(len(dst), workers, 1, func(_, lo, hi int) { run(lo, hi) })
 }
 
+// expShiftScale writes dst[i] = e^(x[i] − shift)·scale for i < len(dst)
+// (x at least as long; dst may be exactly x): SubScalar, Exp and, unless
+// scale is 1, the product, each rounded as those do (x·1 = x), so every
+// path gives expShiftScaleGo's float32s. On amd64 with AVX2 the three run
+// in one pass, 8 lanes at a time (expShiftScaleAVX2), the last len(dst)
+// mod 8 in Go: the log-sum-exp's gradient then reads and writes a
+// vocabulary row once instead of three times (≈ 28% less CPU time a
+// element on Zen 3). SumExpRows keeps its three passes over a 256-float
+// L1 block: there the fused pass measured ≈ 4% slower.
+func expShiftScale(dst, x []float32, shift, scale float32) {
+	x = x[:len(dst)]
+	done := expShiftScaleVec(dst, x, shift, scale)
+	expShiftScaleGo(dst[done:], x[done:], shift, scale)
+}
+
+// expShiftScaleGo is expShiftScale's reference: the three passes.
+func expShiftScaleGo(dst, x []float32, shift, scale float32) {
+	SubScalar(dst, x, shift)
+	Exp(dst, dst)
+	if scale != 1 {
+		vek32.MulNumber_Inplace(dst, scale)
+	}
+}
+
 // ExpShiftScaleRows writes dst_i = g · e^(x_i − l) for each row of n
 // contiguous elements, with g and l per row (len(g) = len(l) = rows; dst
 // may be x): the gradient of log-sum-exp, g ⊙ softmax(x), when l is the
@@ -144,16 +168,7 @@ func ExpShiftScaleRows(dst, x, l, g []float32, n, workers int) {
 	run := func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			d, xr := dst[r*n:(r+1)*n], x[r*n:(r+1)*n]
-			if n == 0 {
-				continue
-			}
-			if &d[0] == &xr[0] {
-				vek32.SubNumber_Inplace(d, l[r])
-			} else {
-				SubScalar(d, xr, l[r])
-			}
-			Exp(d, d)
-			vek32.MulNumber_Inplace(d, g[r])
+			expShiftScale(d, xr, l[r], g[r])
 		}
 	}
 	if len(dst) < softmaxMinElems {

@@ -146,6 +146,42 @@ func TestSumExpRows(t *testing.T) {
 	}
 }
 
+// TestExpShiftScale checks the fused pass (expShiftScaleAVX2 on amd64)
+// against the three passes it replaces (expShiftScaleGo), bit for bit,
+// in and out of place, over lengths around the 8-lane blocks and a
+// vocabulary row, shifts and scales of both signs, 1 (SumExpRows' scale)
+// and values that overflow, underflow to subnormals and zero, ±Inf and
+// NaN.
+func TestExpShiftScale(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 12))
+	special := []float32{0, -0.0, 88.7, 89, 200, -87, -103.9, -104, -150, 1e30, -1e30,
+		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())}
+	for _, n := range []int{0, 1, 7, 8, 9, 15, 16, 17, 63, 16384 + 3} {
+		for _, c := range []struct{ shift, scale float32 }{{0, 1}, {3.5, 1}, {-20, 0.25}, {12, -3}, {0.5, 1e-30}, {-90, 1}} {
+			t.Run(fmt.Sprintf("n%d/shift%g/scale%g", n, c.shift, c.scale), func(t *testing.T) {
+				x := make([]float32, n)
+				for i := range x {
+					x[i] = float32(r.NormFloat64() * 30)
+					if i%5 == 2 {
+						x[i] = special[r.IntN(len(special))]
+					}
+				}
+				want := make([]float32, n)
+				expShiftScaleGo(want, x, c.shift, c.scale)
+				got := make([]float32, n)
+				expShiftScale(got, x, c.shift, c.scale)
+				in := append([]float32(nil), x...)
+				expShiftScale(in, in, c.shift, c.scale)
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) || math.Float32bits(in[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("x[%d] = %g: fused %g (in place %g), three passes %g", i, x[i], got[i], in[i], want[i])
+					}
+				}
+			})
+		}
+	}
+}
+
 // BenchmarkSumExpRows times the log-sum-exp kernels on 64 rows of the 25M
 // benchmark model's vocabulary (16,384).
 func BenchmarkSumExpRows(b *testing.B) {
