@@ -1,6 +1,10 @@
 package tensor
 
-import "github.com/viterin/vek/vek32"
+import (
+	"math"
+
+	"github.com/viterin/vek/vek32"
+)
 
 // Softmax over the last axis, forward and backward, fused: one pass over
 // each row where the unfused graph (max, subtract, exp, sum, divide; and
@@ -110,6 +114,22 @@ func softmaxRow(dst, x []float32) {
 // up to workers goroutines (≤ 0: GOMAXPROCS).
 func SumExpRows(dst, x []float32, n, workers int) {
 	checkLen("SumExpRows: x", len(x), len(dst)*n)
+	sumExpRowsWith(dst, x, n, workers, func(m, s float32) float32 { return s })
+}
+
+// LogSumExpRows writes dst[r] = log(Σ_i e^(x_i − m)) + m, m = max_i x_i,
+// for each row of n contiguous elements: SumExpRows' sum, its logarithm
+// rounded from float64 (as simplego's Log) and the float32 sum with m, so
+// the float32s of ReduceMax, SumExpRows, Log and Add run one by one, from
+// one read of each row instead of two (the maximum is the pass's own).
+func LogSumExpRows(dst, x []float32, n, workers int) {
+	checkLen("LogSumExpRows: x", len(x), len(dst)*n)
+	sumExpRowsWith(dst, x, n, workers, func(m, s float32) float32 { return float32(math.Log(float64(s))) + m })
+}
+
+// sumExpRowsWith is SumExpRows and LogSumExpRows: dst[r] = out(m, s) for
+// each row's maximum m and Σ e^(x_i − m) = s.
+func sumExpRowsWith(dst, x []float32, n, workers int, out func(m, s float32) float32) {
 	run := func(lo, hi int) {
 		var buf [swigluBlock]float32
 		for r := lo; r < hi; r++ {
@@ -122,7 +142,7 @@ func SumExpRows(dst, x []float32, n, workers int) {
 				Exp(e, e)
 				s += vek32.Sum(e)
 			}
-			dst[r] = s
+			dst[r] = out(m, s)
 		}
 	}
 	if len(x) < softmaxMinElems {

@@ -110,6 +110,15 @@ func TestSumExpRows(t *testing.T) {
 			}
 			s := make([]float32, c.rows)
 			SumExpRows(s, x, c.n, 2)
+			lse := make([]float32, c.rows)
+			LogSumExpRows(lse, x, c.n, 2)
+			for j := range c.rows {
+				// The float32s of ReduceMax, SumExpRows, Log and Add one by one.
+				want := float32(math.Log(float64(s[j]))) + Max(x[j*c.n:(j+1)*c.n])
+				if math.Float32bits(lse[j]) != math.Float32bits(want) {
+					t.Fatalf("row %d: LogSumExpRows %g, want log(SumExpRows) + max = %g", j, lse[j], want)
+				}
+			}
 			l, g := make([]float32, c.rows), make([]float32, c.rows)
 			for j := range l {
 				l[j], g[j] = float32(r.NormFloat64()), float32(r.NormFloat64())

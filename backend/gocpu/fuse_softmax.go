@@ -24,7 +24,9 @@ import (
 //     differs only where x is ±Inf or NaN, where p + (x − x) is NaN), and
 //     so is Add(p, ReduceSum(Sub(x, x))) (model/vjp's LogSumExp);
 //   - the sum of a softmax's exponentials, ReduceSum(Exp(Sub(x,
-//     Reshape(ReduceMax(x, last)))), last), without writing them;
+//     Reshape(ReduceMax(x, last)))), last), without writing them, and the
+//     log-sum-exp built on it, Add(Log(that sum), Reshape(ReduceMax(x,
+//     last))), with the maximum from the same pass;
 //   - the gradient of log-sum-exp as vjp.LogSumExp writes it,
 //     Mul(broadcast g, Exp(Sub(x, l))) with g and l one value per row:
 //     g·e^(x − l) in one pass.
@@ -66,6 +68,9 @@ func (b *Builder) fuseBinary(op backends.OpType, lhs, rhs *value) (backends.Op, 
 			}
 		}
 		if op, ok, err := b.fuseRope(lhs, rhs); ok || err != nil {
+			return op, ok, err
+		}
+		if op, ok, err := b.fuseLogSumExp(lhs, rhs); ok || err != nil {
 			return op, ok, err
 		}
 	case backends.OpTypeSub:
@@ -271,6 +276,43 @@ func (b *Builder) fuseSumExp(x backends.Op, axes []int) (backends.Op, bool, erro
 		}
 	}))
 	return op, true, err
+}
+
+// fuseLogSumExp computes Add(Reshape…(Log(SumExp(x))), Reshape…(ReduceMax(x,
+// last))) of float32 x, either order (model/vjp's LogSumExp: log Σ
+// e^(x − m) + m), as LogSumExp(x) (tensor.LogSumExpRows, the same float32s):
+// the maximum comes from the pass that sums, so the ReduceMax, Log and
+// SumExp, left without readers, are dropped at Compile and the rows (the
+// 134 MB of a 25M training step's logits) are read once, not twice. ok
+// reports whether it did.
+func (b *Builder) fuseLogSumExp(lhs, rhs *value) (backends.Op, bool, error) {
+	if !lhs.shape.Equal(rhs.shape) {
+		return nil, false, nil
+	}
+	for i, l := range [2]*value{lhs, rhs} {
+		m := [2]*value{rhs, lhs}[i]
+		for l.node.opType == backends.OpTypeReshape && len(l.node.inputs) == 1 {
+			l = l.node.inputs[0]
+		}
+		if l.node.opType != backends.OpTypeLog || len(l.node.inputs) != 1 {
+			continue
+		}
+		x := sumExpOf(l.node.inputs[0])
+		if x == nil || lastAxisReduction(m, backends.OpTypeReduceMax) != x {
+			continue
+		}
+		dims := x.shape.Dimensions
+		n := dims[len(dims)-1]
+		if n == 0 || lhs.shape.Size()*n != x.shape.Size() {
+			return nil, false, nil
+		}
+		out := lhs.shape
+		op, err := b.addLabeled("LogSumExp", []*value{x}, out, f32Exec(out, func(be *Backend, dst []float32, in [][]float32) {
+			tensor.LogSumExpRows(dst, in[0], n, be.workers)
+		}))
+		return op, true, err
+	}
+	return nil, false, nil
 }
 
 // perRow returns the value holding v's one value per row when v (of
