@@ -158,7 +158,7 @@ func sumExpRowsWith(dst, x []float32, n, workers int, out func(m, s float32) flo
 // path gives expShiftScaleGo's float32s. On amd64 with AVX2 the three run
 // in one pass, 8 lanes at a time (expShiftScaleAVX2), the last len(dst)
 // mod 8 in Go: the log-sum-exp's gradient then reads and writes a
-// vocabulary row once instead of three times (≈ 28% less CPU time a
+// vocabulary row once instead of three times (≈ 28% less CPU time an
 // element on Zen 3). SumExpRows keeps its three passes over a 256-float
 // L1 block: there the fused pass measured ≈ 4% slower.
 func expShiftScale(dst, x []float32, shift, scale float32) {

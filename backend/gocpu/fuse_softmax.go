@@ -203,9 +203,7 @@ func (b *Builder) addLabeled(label string, vs []*value, out shapes.Shape, exec c
 // rowDotOperands returns a and b when v = Reshape…(Σ_last a⊙b), as row dot
 // products (rowDotsOp) or as ReduceSum(Mul(a, b), last); nil otherwise.
 func rowDotOperands(v *value) (a, b *value) {
-	for v.node.opType == backends.OpTypeReshape && len(v.node.inputs) == 1 {
-		v = v.node.inputs[0]
-	}
+	v = reshapeSource(v)
 	if n := v.node; n.label == "RowDots" && len(n.inputs) == 2 {
 		return n.inputs[0], n.inputs[1]
 	}
@@ -236,9 +234,7 @@ func isZeroTerm(v *value) bool {
 
 // sumExpOf returns x when v = Reshape…(SumExp(x)) (nil otherwise).
 func sumExpOf(v *value) *value {
-	for v.node.opType == backends.OpTypeReshape && len(v.node.inputs) == 1 {
-		v = v.node.inputs[0]
-	}
+	v = reshapeSource(v)
 	if n := v.node; n.label == "SumExp" && len(n.inputs) == 1 {
 		return n.inputs[0]
 	}
@@ -291,9 +287,7 @@ func (b *Builder) fuseLogSumExp(lhs, rhs *value) (backends.Op, bool, error) {
 	}
 	for i, l := range [2]*value{lhs, rhs} {
 		m := [2]*value{rhs, lhs}[i]
-		for l.node.opType == backends.OpTypeReshape && len(l.node.inputs) == 1 {
-			l = l.node.inputs[0]
-		}
+		l = reshapeSource(l)
 		if l.node.opType != backends.OpTypeLog || len(l.node.inputs) != 1 {
 			continue
 		}
