@@ -77,6 +77,10 @@ type node struct {
 	dotAxes     [4][]int
 	perm        []int
 	sliceStarts []int
+	// concatAxis is a Concatenate's axis, and zero marks a Constant whose
+	// elements are all +0 or −0 (read by foldZeroPad, fuse.go).
+	concatAxis int
+	zero       bool
 	// ew marks a float32 elementwise op that may join a fused group, and
 	// execN executes such a group, which may have several results
 	// (fuse_elementwise.go).
@@ -224,9 +228,27 @@ func (b *Builder) Parameter(name string, shape shapes.Shape, sharding *backends.
 // Constant implements backends.Builder.
 func (b *Builder) Constant(flat any, dims ...int) (backends.Op, error) {
 	dims = append([]int(nil), dims...)
-	return b.record1(backends.OpTypeConstant, nil, func(sb backends.Builder, _ []backends.Op) (backends.Op, error) {
+	op, err := b.record1(backends.OpTypeConstant, nil, func(sb backends.Builder, _ []backends.Op) (backends.Op, error) {
 		return sb.Constant(flat, dims...)
 	})
+	if v, ok := op.(*value); ok && err == nil && v.node.opType == backends.OpTypeConstant {
+		v.node.zero = allZero(flat)
+	}
+	return op, err
+}
+
+// allZero reports whether flat is a non-empty []float32 of zeros (±0).
+func allZero(flat any) bool {
+	f, ok := flat.([]float32)
+	if !ok || len(f) == 0 {
+		return false
+	}
+	for _, x := range f {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // DistributedSPMD implements backends.Builder (unsupported, as in simplego).

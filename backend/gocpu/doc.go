@@ -41,7 +41,11 @@
 //     straight-through term x − StopGradient(x), which this backend
 //     drops (so p + (x − x) is p even where x is not finite). Identity,
 //     a Transpose by the identity permutation and a Reshape to the same
-//     shape return their operand;
+//     shape return their operand; a Transpose of such a Slice that keeps
+//     the last axis is one strided copy from the Slice's operand, and a
+//     ReduceSum over a Concatenate of one operand with broadcast zeros
+//     sums that operand alone (the layouts around the attention kernels;
+//     foldZeroPad, transposeSlice);
 //   - chains of the float32 elementwise ops above over one shape (with
 //     1-element operands and operands broadcast along leading or trailing
 //     axes, such as RMSNorm's scale and weight), such as an optimizer's

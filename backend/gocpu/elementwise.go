@@ -727,6 +727,9 @@ func (b *Builder) Transpose(x backends.Op, permutation ...int) (backends.Op, err
 	if isIdentityPerm(perm) {
 		return vs[0], nil // GoMLX's DotGeneral gradient emits these
 	}
+	if op, ok, err := b.transposeSlice(vs[0], perm, out, so); ok || err != nil {
+		return op, err
+	}
 	dims := slices.Clone(vs[0].shape.Dimensions)
 	exec := func(be *Backend, in []backends.Buffer, _ []bool) (backends.Buffer, int, error) {
 		src, buf, flat, err := be.srcAndOut(in[0], out)
@@ -739,6 +742,45 @@ func (b *Builder) Transpose(x backends.Op, permutation ...int) (backends.Op, err
 		return buf, -1, nil
 	}
 	return b.addShadowNode(&node{kind: kindCustom, opType: backends.OpTypeTranspose, inputs: vs, exec: exec, perm: perm}, so)
+}
+
+// transposeSlice computes Transpose(x, perm) of a Slice x that this
+// backend runs (unit strides) as one strided copy from the Slice's
+// operand, when perm keeps the last axis last (so that the copy moves
+// runs of it): the same bytes without writing the slice first.
+// model/vjp's Attention slices o out of the fused forward's [o | m | l]
+// and dQ, dK and dV out of the backward's packed gradients, each in the
+// kernels' [B, kv, T, …] order, and transposes them to [B, T, kv, …].
+func (b *Builder) transposeSlice(x *value, perm []int, out shapes.Shape, so backends.Op) (backends.Op, bool, error) {
+	n := x.node
+	last := len(perm) - 1
+	if n.kind != kindCustom || n.opType != backends.OpTypeSlice || len(n.inputs) != 1 || last < 0 || perm[last] != last {
+		return nil, false, nil
+	}
+	src := n.inputs[0]
+	st := rowMajorStrides(src.shape.Dimensions)
+	off := 0
+	for i, s := range n.sliceStarts {
+		off += s * st[i]
+	}
+	strides := make([]int, len(perm))
+	for i, p := range perm {
+		strides[i] = st[p]
+	}
+	exec := func(be *Backend, in []backends.Buffer, _ []bool) (backends.Buffer, int, error) {
+		s, buf, flat, err := be.srcAndOut(in[0], out)
+		if err != nil {
+			return nil, -1, err
+		}
+		d, esz := rawBytes(flat)
+		sb, _ := rawBytes(s)
+		if len(d) > 0 {
+			be.gatherStridedPar(d, sb[off*esz:], out.Dimensions, strides, esz)
+		}
+		return buf, -1, nil
+	}
+	op, err := b.addShadowNode(&node{kind: kindCustom, opType: backends.OpTypeTranspose, inputs: []*value{src}, exec: exec, label: "SliceTranspose"}, so)
+	return op, true, err
 }
 
 // isIdentityPerm reports whether perm leaves every axis in place.

@@ -92,7 +92,7 @@ func (b *Builder) Concatenate(axis int, operands ...backends.Op) (backends.Op, e
 		custom = custom || v.node.kind == kindCustom
 	}
 	if b.backend.plain || (!custom && out.Size() < sliceMinCustom) {
-		return b.addShadowNode(&node{kind: kindDelegate, opType: backends.OpTypeConcatenate, inputs: vs, replay: replay}, so)
+		return b.addShadowNode(&node{kind: kindDelegate, opType: backends.OpTypeConcatenate, inputs: vs, replay: replay, concatAxis: -1}, so)
 	}
 	if axis < 0 {
 		axis += out.Rank()
@@ -133,5 +133,5 @@ func (b *Builder) Concatenate(axis int, operands ...backends.Op) (backends.Op, e
 		})
 		return buf, -1, nil
 	}
-	return b.addShadowNode(&node{kind: kindCustom, opType: backends.OpTypeConcatenate, inputs: vs, exec: exec}, so)
+	return b.addShadowNode(&node{kind: kindCustom, opType: backends.OpTypeConcatenate, inputs: vs, exec: exec, concatAxis: axis}, so)
 }
