@@ -759,26 +759,11 @@ func (b *Builder) transposeSlice(x *value, perm []int, out shapes.Shape, so back
 	}
 	src := n.inputs[0]
 	st := rowMajorStrides(src.shape.Dimensions)
-	off := 0
-	for i, s := range n.sliceStarts {
-		off += s * st[i]
-	}
 	strides := make([]int, len(perm))
 	for i, p := range perm {
 		strides[i] = st[p]
 	}
-	exec := func(be *Backend, in []backends.Buffer, _ []bool) (backends.Buffer, int, error) {
-		s, buf, flat, err := be.srcAndOut(in[0], out)
-		if err != nil {
-			return nil, -1, err
-		}
-		d, esz := rawBytes(flat)
-		sb, _ := rawBytes(s)
-		if len(d) > 0 {
-			be.gatherStridedPar(d, sb[off*esz:], out.Dimensions, strides, esz)
-		}
-		return buf, -1, nil
-	}
+	exec := gatherExec(out, sliceOffset(n.sliceStarts, st), strides)
 	op, err := b.addShadowNode(&node{kind: kindCustom, opType: backends.OpTypeTranspose, inputs: []*value{src}, exec: exec, label: "SliceTranspose"}, so)
 	return op, true, err
 }

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
 )
 
 // sliceMinCustom is the output size (elements) from which a Slice or a
@@ -36,11 +37,23 @@ func (b *Builder) Slice(x backends.Op, starts, limits, strides []int) (backends.
 		return b.addShadowNode(&node{kind: kindDelegate, opType: backends.OpTypeSlice, inputs: vs, replay: replay, sliceStarts: starts}, so)
 	}
 	st := rowMajorStrides(vs[0].shape.Dimensions)
+	exec := gatherExec(out, sliceOffset(starts, st), st)
+	return b.addShadowNode(&node{kind: kindCustom, opType: backends.OpTypeSlice, inputs: vs, exec: exec, sliceStarts: starts}, so)
+}
+
+// sliceOffset is the element offset of starts in an array of strides st.
+func sliceOffset(starts, st []int) int {
 	off := 0
 	for i, s := range starts {
 		off += s * st[i]
 	}
-	exec := func(be *Backend, in []backends.Buffer, _ []bool) (backends.Buffer, int, error) {
+	return off
+}
+
+// gatherExec returns the custom op that fills out (row-major) from its one
+// operand's element off + Σ idx[a]·strides[a] (in elements, any dtype).
+func gatherExec(out shapes.Shape, off int, strides []int) customFn {
+	return func(be *Backend, in []backends.Buffer, _ []bool) (backends.Buffer, int, error) {
 		src, buf, flat, err := be.srcAndOut(in[0], out)
 		if err != nil {
 			return nil, -1, err
@@ -48,11 +61,10 @@ func (b *Builder) Slice(x backends.Op, starts, limits, strides []int) (backends.
 		d, esz := rawBytes(flat)
 		s, _ := rawBytes(src)
 		if len(d) > 0 {
-			be.gatherStridedPar(d, s[off*esz:], out.Dimensions, st, esz)
+			be.gatherStridedPar(d, s[off*esz:], out.Dimensions, strides, esz)
 		}
 		return buf, -1, nil
 	}
-	return b.addShadowNode(&node{kind: kindCustom, opType: backends.OpTypeSlice, inputs: vs, exec: exec, sliceStarts: starts}, so)
 }
 
 // Concatenate implements backends.Builder: the fused attention's forward
