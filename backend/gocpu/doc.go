@@ -41,8 +41,8 @@
 //     straight-through term x − StopGradient(x), which this backend
 //     drops (so p + (x − x) is p even where x is not finite). Identity,
 //     a Transpose by the identity permutation and a Reshape to the same
-//     shape return their operand; a Transpose of such a Slice that keeps
-//     the last axis is one strided copy from the Slice's operand, and a
+//     shape return their operand; a Transpose that keeps the last axis,
+//     of a Slice run here, is one strided copy from the Slice's operand; a
 //     ReduceSum over a Concatenate of one operand with broadcast zeros
 //     sums that operand alone (the layouts around the attention kernels;
 //     foldZeroPad, transposeSlice);
