@@ -237,7 +237,7 @@ func (b *Builder) foldZeroPad(x backends.Op, axes []int) (backends.Op, bool, err
 	}
 	c := reshapeSource(v)
 	n := c.node
-	if n.opType != backends.OpTypeConcatenate || n.concatAxis < 0 || !slices.Equal(c.shape.Dimensions, v.shape.Dimensions) ||
+	if n.opType != backends.OpTypeConcatenate || !slices.Equal(c.shape.Dimensions, v.shape.Dimensions) ||
 		!slices.Contains(axes, n.concatAxis) {
 		return nil, false, nil
 	}

@@ -103,11 +103,11 @@ func (b *Builder) Concatenate(axis int, operands ...backends.Op) (backends.Op, e
 	for _, v := range vs {
 		custom = custom || v.node.kind == kindCustom
 	}
-	if b.backend.plain || (!custom && out.Size() < sliceMinCustom) {
-		return b.addShadowNode(&node{kind: kindDelegate, opType: backends.OpTypeConcatenate, inputs: vs, replay: replay, concatAxis: -1}, so)
-	}
 	if axis < 0 {
-		axis += out.Rank()
+		axis += out.Rank() // replay then passes it normalised: the same op
+	}
+	if b.backend.plain || (!custom && out.Size() < sliceMinCustom) {
+		return b.addShadowNode(&node{kind: kindDelegate, opType: backends.OpTypeConcatenate, inputs: vs, replay: replay, concatAxis: axis}, so)
 	}
 	outer := 1
 	for _, d := range out.Dimensions[:axis] {
