@@ -285,7 +285,10 @@ func TestRunAndReport(t *testing.T) {
 		"| r | 4.0M | 4096 | 1024 | no ratio: reference BLAS | 1.500 s | 6.000 s | no ratio: reference BLAS |",
 		"PyTorch peer for r is not a fair peer",
 		// 25 GFLOP at 100 GFLOP/s: 0.25 s, measured 0.5 s; 75 GFLOP: 0.75 s, measured 1.5 s.
-		"| m | 25.0 | 0.250 s | 0.500 s | 2.00× | 75.0 | 0.750 s | 1.500 s | 2.00× |",
+		// The peer's medians over the rounds: forward 2048 tokens at 1024,
+		// 1024, 1500 tok/s, 2 s; train 5 s: 8× and 6.67× the roofline.
+		"| m | 25.0 | 0.250 s | 0.500 s | 2.00× | 8.00× | 75.0 | 0.750 s | 1.500 s | 2.00× | 6.67× |",
+		"| r | 25.0 | 0.250 s | 0.500 s | 2.00× | – | 75.0 | 0.750 s | 1.500 s | 2.00× | – |",
 		// 3 GB/s over 16 MB a token: 188 tok/s; 300 measured; BF16 375, 450.
 		"| m | 16.0 | 188 | 300.0 | 160% | 375 | 450.0 | 120% | 2.40× | 100.0 | 3.00× |",
 		"m in 3 alternated rounds", "| 2 | 2048 | 1024 | 2.00× | 2.000 s | 5.000 s | 2.50× |",
@@ -631,5 +634,29 @@ func TestFairRefusesGenericOpenBLAS(t *testing.T) {
 	p.BLAS += blascore.ForcedMarker + "SkylakeX (OpenBLAS detected Prescott (pre-AVX kernels: it does not recognise this CPU) and the CPU has AVX-512; …)"
 	if fair, why := p.Fair(); !fair {
 		t.Fatalf("a peer forced to SkylakeX should be fair: %s", why)
+	}
+}
+
+// TestPeerSeconds: the peer's times behind the roofline table's "PyTorch ÷
+// roofline" column.
+func TestPeerSeconds(t *testing.T) {
+	fair := &PeerFigures{ForwardTokS: 1024, TrainStepS: 6, BLAS: "openblas-pthread/libblas.so.3"}
+	rounds := []Round{{1, 1, 512, 4}, {1, 1, 2048, 7}, {1, 1, 1024, 5}, {1, 1, 0, 0}}
+	for _, c := range []struct {
+		name       string
+		row        ModelRow
+		fwd, train float64
+	}{
+		{"no peer", ModelRow{Batch: 8, SeqLen: 256}, 0, 0},
+		{"table only", ModelRow{Batch: 8, SeqLen: 256, Peer: fair}, 2, 6},
+		// Forward 2048 tokens at 512, 2048, 1024 tok/s: 4, 1, 2 s; the
+		// round without a peer is skipped.
+		{"rounds", ModelRow{Batch: 8, SeqLen: 256, Peer: fair, Rounds: rounds}, 2, 5},
+		{"reference BLAS", ModelRow{Batch: 8, SeqLen: 256, Rounds: rounds,
+			Peer: &PeerFigures{ForwardTokS: 1024, TrainStepS: 6, BLAS: "reference:blas/libblas.so.3"}}, 0, 0},
+	} {
+		if fwd, train := c.row.peerSeconds(); fwd != c.fwd || train != c.train {
+			t.Errorf("%s: peerSeconds() = %v, %v; want %v, %v", c.name, fwd, train, c.fwd, c.train)
+		}
 	}
 }
