@@ -40,7 +40,8 @@ backend, next to torch_qwen_peer.py run with the same threads (through
 peer_env.py, which unpins OpenBLAS and reports the BLAS it loaded; no ratio is
 printed against the netlib reference BLAS). Prints Markdown tables with the
 ratios (the README's performance section), the roofline (the step's matrix
-FLOPs at the measured 1024³ GEMM rate) and batch-1 decode against the
+FLOPs at the measured 1024³ GEMM rate, and the peer's time over it: the
+ratio a step at the roofline would show) and batch-1 decode against the
 streaming bound (float32 weight bytes at the measured read bandwidth).
 
 --rounds N measures each model's forward pass and training step N times,
