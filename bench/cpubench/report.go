@@ -122,10 +122,7 @@ func (r *Report) writeRounds(w io.Writer) {
 		if len(m.Rounds) < 2 {
 			continue
 		}
-		fair := m.Peer != nil
-		if fair {
-			fair, _ = m.Peer.Fair()
-		}
+		fair := m.fairPeer()
 		fmt.Fprintf(w, "\n%s in %d alternated rounds (gocpu, then PyTorch; round 1 is the table's):\n\n", m.Name, len(m.Rounds))
 		fmt.Fprintf(w, "| round | forward tok/s gocpu | PyTorch | gocpu/PyTorch | train step gocpu | PyTorch | PyTorch/gocpu |\n|---|---:|---:|---:|---:|---:|---:|\n")
 		var fwd, train []float64
@@ -147,14 +144,21 @@ func (r *Report) writeRounds(w io.Writer) {
 	}
 }
 
+// fairPeer reports whether the row has a peer that multiplied on a real
+// BLAS (PeerFigures.Fair), the condition for printing any ratio to it.
+func (m *ModelRow) fairPeer() bool {
+	if m.Peer == nil {
+		return false
+	}
+	fair, _ := m.Peer.Fair()
+	return fair
+}
+
 // peerSeconds returns the fair peer's forward-pass and training-step
 // seconds: the medians over the rounds that measured it, else the table's
 // figures; zero without a fair peer.
 func (m *ModelRow) peerSeconds() (fwd, train float64) {
-	if m.Peer == nil {
-		return 0, 0
-	}
-	if fair, _ := m.Peer.Fair(); !fair {
+	if !m.fairPeer() {
 		return 0, 0
 	}
 	tokens := float64(m.Batch * m.SeqLen)
