@@ -33,6 +33,15 @@ func (b *recordingBuilder) Compile(outputs []backends.Op, shardings []*backends.
 	return e, err
 }
 
+// stepCounts counts the steps of the last compiled plan by name.
+func (r *planRecorder) stepCounts() map[string]int {
+	steps := map[string]int{}
+	for _, st := range r.last.steps {
+		steps[st.name]++
+	}
+	return steps
+}
+
 // TestDotGeneralGradientIsAProduct: graph.Gradient of a DotGeneral, which
 // GoMLX v0.26 writes as ReduceSum(Mul(broadcast v, broadcast other)),
 // runs as matrix products on this backend (fuse.go) in every axis

@@ -43,10 +43,7 @@ func TestTransposeSlice(t *testing.T) {
 			if !slices.Equal(got[0], want[0]) || !gs[0].Equal(ws[0]) {
 				t.Fatalf("got %v, want %v (shapes %v, %v)", got[0][:8], want[0][:8], gs[0], ws[0])
 			}
-			steps := map[string]int{}
-			for _, st := range rec.last.steps {
-				steps[st.name]++
-			}
+			steps := rec.stepCounts()
 			if fused := steps["SliceTranspose"] == 1 && steps["Slice"] == 0 && steps["Transpose"] == 0; fused != c.fused {
 				t.Errorf("steps %v, want fused = %v", steps, c.fused)
 			}
@@ -112,10 +109,7 @@ func TestFoldZeroPad(t *testing.T) {
 					}
 				}
 			}
-			steps := map[string]int{}
-			for _, st := range rec.last.steps {
-				steps[st.name]++
-			}
+			steps := rec.stepCounts()
 			folded := steps["Concatenate"] == 0 && steps["BroadcastInDim"] == 0
 			if folded != c.folds {
 				t.Errorf("steps %v, want folded = %v", steps, c.folds)

@@ -65,10 +65,7 @@ func TestFusedAttention(t *testing.T) {
 			for o, name := range []string{"output", "dq", "dk", "dv"} {
 				assertRelNear(t, name, got[o], want[o], 3e-5)
 			}
-			steps := map[string]int{}
-			for _, st := range rec.last.steps {
-				steps[st.name]++
-			}
+			steps := rec.stepCounts()
 			if steps["Attention"] != 1 || steps["AttentionGrad"] != 1 || steps["Softmax"] != 0 || steps["Exp"] != 0 {
 				t.Errorf("not fused: steps %v", steps)
 			}

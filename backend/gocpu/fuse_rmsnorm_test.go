@@ -53,10 +53,7 @@ func TestFusedRMSNorm(t *testing.T) {
 			if len(want) == 1 || dims[len(dims)-1] == 1 {
 				return
 			}
-			steps := map[string]int{}
-			for _, st := range rec.last.steps {
-				steps[st.name]++
-			}
+			steps := rec.stepCounts()
 			if steps["RowDots"] != 2 || steps["RMSNormGrad"] != 1 || steps["Sub"] != 0 {
 				t.Errorf("not fused: steps %v", steps)
 			}

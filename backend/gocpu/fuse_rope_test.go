@@ -36,10 +36,7 @@ func TestFusedRope(t *testing.T) {
 			got, want, _, _ := runFastPlain(t, rec, fn, fn, x, angles, w)
 			assertRelNear(t, "rope", got[0], want[0], 2e-6)
 			assertRelNear(t, "gradient", got[1], want[1], 2e-6)
-			steps := map[string]int{}
-			for _, st := range rec.last.steps {
-				steps[st.name]++
-			}
+			steps := rec.stepCounts()
 			if steps["Rope"] != 1 || steps["RopeGrad"] != 1 || steps["Concatenate"] != 0 {
 				t.Errorf("not fused: steps %v", steps)
 			}

@@ -44,10 +44,7 @@ func TestFusedSwiGLU(t *testing.T) {
 			if len(want) == 1 {
 				return
 			}
-			steps := map[string]int{}
-			for _, st := range rec.last.steps {
-				steps[st.name]++
-			}
+			steps := rec.stepCounts()
 			if steps["MulSilu"] != 2 || steps["SiluGradMul"] != 1 || steps["Logistic"] != 0 {
 				t.Errorf("not fused: steps %v", steps)
 			}
